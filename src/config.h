@@ -1,0 +1,65 @@
+/* Internal view of struct nsbox_config and the parsers behind the one
+ * vocabulary of keys (shared by YAML, CLI flags, the C setter and JSON). */
+#ifndef NSBOX_CONFIG_H
+#define NSBOX_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nsbox.h"
+
+enum nsbox_runtime
+{
+  NSBOX_RUNTIME_NATIVE = 0,
+  NSBOX_RUNTIME_RUNSC,
+  NSBOX_RUNTIME_AUTO,
+};
+
+struct nsbox_config
+{
+  char *image;                 /* OCI reference; NULL when rootfs is set */
+  char *rootfs;                /* unpacked root filesystem directory */
+  enum nsbox_runtime runtime;
+  uint64_t timeout_ms;         /* > 0 */
+  uint64_t memory_bytes;       /* > 0 */
+  uint64_t cpus_milli;         /* CPU bandwidth in thousandths of a CPU, > 0 */
+  uint64_t pids_limit;         /* > 0 */
+  uint64_t max_output_bytes;   /* per stream */
+  uint64_t tmp_size_bytes;     /* > 0 */
+  char *network;               /* "none" */
+  uid_t uid;                   /* inside the sandbox */
+  gid_t gid;
+  char **env;                  /* "NAME=VALUE", NULL-terminated, unique names */
+  size_t env_len;
+  char **command;              /* NULL-terminated argv */
+  size_t command_len;
+  bool strict;
+  char *seccomp_policy;        /* path of a policy YAML; NULL: the built-in one */
+};
+
+/* Parses "64m", "1g", "512k", "100" (bytes; k/m/g/t are powers of 1024,
+ * optional trailing "b"/"i", case-insensitive). Zero and overflow fail. */
+int nsbox_parse_size (const char *text, uint64_t *bytes) __attribute__ ((visibility ("hidden")));
+/* Parses "500ms", "5s", "1m", "1h", "2.5s", bare numbers are seconds. */
+int nsbox_parse_duration (const char *text, uint64_t *ms) __attribute__ ((visibility ("hidden")));
+/* Parses "0.5", "2" into thousandths of a CPU. */
+int nsbox_parse_cpus (const char *text, uint64_t *milli) __attribute__ ((visibility ("hidden")));
+
+/* The key table, for the CLI: NULL-terminated list of key names and whether
+ * each takes a value (strict is a boolean flag on the CLI). */
+struct nsbox_key_info
+{
+  const char *name;
+  const char *help;
+  bool is_boolean;
+  bool repeatable;
+};
+const struct nsbox_key_info *nsbox_config_keys (void) __attribute__ ((visibility ("hidden")));
+
+/* Deep copy (used by nsbox_run to take a stable snapshot). */
+nsbox_config *nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
+    __attribute__ ((visibility ("hidden")));
+
+#endif

@@ -1,0 +1,307 @@
+/* The sandbox's PID 1: runs in the child of clone3, sets the sandbox up,
+ * forks the program and reports its status. Between clone and exec only
+ * async-signal-safe calls: no malloc, no stdio, raw syscalls for
+ * credentials (glibc's wrappers would try to reach threads that do not
+ * exist in this copy of the process). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox.h"
+
+/* Child-only state: the child is a copy of the parent, so this never
+ * touches the parent's memory. */
+static int child_report_fd = -1;
+
+enum
+{
+  CHILD_REPORT_FD = 3,
+  CHILD_SYNC_FD = 4,
+  CHILD_FIRST_FREE_FD = 5,
+};
+
+static void
+copy_detail (char *dst, size_t size, const char *src)
+{
+  size_t i = 0;
+  for (; src && src[i] && i + 1 < size; i++)
+    dst[i] = src[i];
+  dst[i] = '\0';
+}
+
+static void
+send_report (const struct nsbox_report *report)
+{
+  if (child_report_fd < 0)
+    return;
+  ssize_t n;
+  do
+    n = write (child_report_fd, report, sizeof *report);
+  while (n < 0 && errno == EINTR);
+}
+
+void
+nsbox_child_fail (int step, int err, const char *detail)
+{
+  struct nsbox_report report;
+  memset (&report, 0, sizeof report);
+  report.kind = NSBOX_REPORT_ERROR;
+  report.step = step;
+  report.err = err;
+  copy_detail (report.detail, sizeof report.detail, detail);
+  send_report (&report);
+  _exit (127);
+}
+
+/* Puts stdin/stdout/stderr, the report pipe and the sync pipe at fixed
+ * numbers and closes every other inherited fd, whatever its CLOEXEC flag. */
+static void
+place_fds (const struct nsbox_plan *plan)
+{
+  const int from[] = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd,
+                       plan->sync_fd };
+  int high[5];
+  for (int i = 0; i < 5; i++)
+    {
+      high[i] = fcntl (from[i], F_DUPFD_CLOEXEC, 16);
+      if (high[i] < 0)
+        nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+    }
+  for (int i = 0; i < 3; i++)
+    if (dup2 (high[i], i) < 0)
+      nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+  if (dup3 (high[3], CHILD_REPORT_FD, O_CLOEXEC) < 0)
+    nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+  child_report_fd = CHILD_REPORT_FD;
+  if (dup3 (high[4], CHILD_SYNC_FD, O_CLOEXEC) < 0)
+    nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+  if (syscall (SYS_close_range, CHILD_FIRST_FREE_FD, ~0U, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+}
+
+/* Blocks until the parent has written the id maps; EOF means it died. */
+static void
+wait_for_parent (void)
+{
+  char byte;
+  ssize_t n;
+  do
+    n = read (CHILD_SYNC_FD, &byte, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1)
+    _exit (127);
+  close (CHILD_SYNC_FD);
+}
+
+static void
+loopback_up (void)
+{
+  int fd = socket (AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    nsbox_child_fail (NSBOX_STEP_LOOPBACK, errno, "lo");
+  struct ifreq ifr;
+  memset (&ifr, 0, sizeof ifr);
+  ifr.ifr_name[0] = 'l';
+  ifr.ifr_name[1] = 'o';
+  if (ioctl (fd, SIOCGIFFLAGS, &ifr) < 0)
+    nsbox_child_fail (NSBOX_STEP_LOOPBACK, errno, "lo");
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (ioctl (fd, SIOCSIFFLAGS, &ifr) < 0)
+    nsbox_child_fail (NSBOX_STEP_LOOPBACK, errno, "lo");
+  close (fd);
+}
+
+static void
+apply_rlimits (const struct nsbox_plan *plan)
+{
+  for (int i = 0; i < plan->nrlimits; i++)
+    if (setrlimit (plan->rlimit_resources[i], &plan->rlimits[i]) < 0)
+      nsbox_child_fail (NSBOX_STEP_RLIMIT, errno, NULL);
+}
+
+/* Becomes the sandbox user with no capabilities and no way to gain any. */
+static void
+drop_privileges (const struct nsbox_plan *plan)
+{
+  nsbox_caps_drop_bounding ();
+  if (plan->may_setgroups && syscall (SYS_setgroups, 0, NULL) < 0)
+    nsbox_child_fail (NSBOX_STEP_SETGROUPS, errno, NULL);
+  if (syscall (SYS_setresgid, plan->gid, plan->gid, plan->gid) < 0)
+    nsbox_child_fail (NSBOX_STEP_SETGID, errno, NULL);
+  if (syscall (SYS_setresuid, plan->uid, plan->uid, plan->uid) < 0)
+    nsbox_child_fail (NSBOX_STEP_SETUID, errno, NULL);
+  nsbox_caps_drop_all (plan);
+  if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_NO_NEW_PRIVS, errno, NULL);
+}
+
+static void
+install_filter (const struct nsbox_plan *plan)
+{
+  struct sock_fprog prog = { .len = plan->bpf.len, .filter = plan->bpf.insns };
+  if (prctl (PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_SECCOMP, errno, NULL);
+}
+
+/* Looks argv[0] up in the sandbox's PATH (not the host's). */
+static void
+exec_program (const struct nsbox_plan *plan)
+{
+  const char *name = plan->argv[0];
+  if (strchr (name, '/'))
+    {
+      execve (name, plan->argv, plan->envp);
+      nsbox_child_fail (NSBOX_STEP_EXEC, errno, name);
+    }
+  int saved = ENOENT;
+  const char *p = plan->path_search ? plan->path_search : "/usr/local/bin:/usr/bin:/bin";
+  while (*p)
+    {
+      char path[4096];
+      size_t len = 0;
+      for (; *p && *p != ':'; p++)
+        if (len + 1 < sizeof path)
+          path[len++] = *p;
+      if (*p == ':')
+        p++;
+      if (len == 0 || len + strlen (name) + 2 > sizeof path)
+        continue;
+      path[len++] = '/';
+      copy_detail (path + len, sizeof path - len, name);
+      execve (path, plan->argv, plan->envp);
+      if (errno != ENOENT && errno != ENOTDIR)
+        saved = errno;
+    }
+  nsbox_child_fail (NSBOX_STEP_EXEC, saved, name);
+}
+
+static pid_t
+fork_raw (void)
+{
+  struct clone_args args;
+  memset (&args, 0, sizeof args);
+  args.exit_signal = SIGCHLD;
+  return (pid_t) syscall (SYS_clone3, &args, sizeof args);
+}
+
+/* Reaps everything; when the program itself ends, reports its status and
+ * exits, and the kernel kills whatever is left in the PID namespace. */
+static void __attribute__ ((noreturn))
+reap (pid_t program)
+{
+  for (;;)
+    {
+      int status;
+      pid_t pid = wait4 (-1, &status, 0, NULL);
+      if (pid < 0 && errno == EINTR)
+        continue;
+      if (pid < 0)
+        nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
+      if (pid != program)
+        continue;
+      struct nsbox_report report;
+      memset (&report, 0, sizeof report);
+      report.kind = NSBOX_REPORT_STATUS;
+      report.status = status;
+      send_report (&report);
+      _exit (0);
+    }
+}
+
+void
+nsbox_child_main (const struct nsbox_plan *plan)
+{
+  child_report_fd = plan->report_fd;
+  place_fds (plan);
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+  wait_for_parent ();
+  if (plan->unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
+    nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);
+  nsbox_mounts_setup (plan);
+  if (sethostname ("nsbox", 5) < 0)
+    nsbox_child_fail (NSBOX_STEP_HOSTNAME, errno, "nsbox");
+  loopback_up ();
+  apply_rlimits (plan);
+  drop_privileges (plan);
+  umask (022);
+  pid_t program = fork_raw ();
+  if (program < 0)
+    nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
+  if (program == 0)
+    {
+      if (setsid () < 0)
+        nsbox_child_fail (NSBOX_STEP_SETSID, errno, NULL);
+      install_filter (plan);
+      exec_program (plan);
+    }
+  /* init keeps no copy of the program's stdio, and nothing in the sandbox
+   * may read its memory (it is a copy of the launcher's). */
+  close (0);
+  close (1);
+  close (2);
+  if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
+  install_filter (plan);
+  reap (program);
+  _exit (127);
+}
+
+static const char *const step_names[NSBOX_STEP_COUNT_] = {
+  [NSBOX_STEP_NONE] = "unknown step",
+  [NSBOX_STEP_SYNC] = "wait for the launcher",
+  [NSBOX_STEP_FDS] = "set up file descriptors",
+  [NSBOX_STEP_PDEATHSIG] = "set parent-death signal",
+  [NSBOX_STEP_CGROUPNS] = "enter cgroup namespace",
+  [NSBOX_STEP_MOUNT_PRIVATE] = "make mounts private on",
+  [NSBOX_STEP_BIND_ROOTFS] = "bind rootfs",
+  [NSBOX_STEP_REMOUNT_ROOTFS] = "remount rootfs read-only",
+  [NSBOX_STEP_MOUNT_TMP] = "mount tmpfs on",
+  [NSBOX_STEP_MOUNT_DEV] = "mount tmpfs on",
+  [NSBOX_STEP_CREATE_DEV] = "create in /dev",
+  [NSBOX_STEP_BIND_DEV] = "bind device",
+  [NSBOX_STEP_MOUNT_SHM] = "mount tmpfs on",
+  [NSBOX_STEP_REMOUNT_DEV] = "remount read-only",
+  [NSBOX_STEP_MOUNT_PROC] = "mount proc on",
+  [NSBOX_STEP_MASK_PROC] = "mask",
+  [NSBOX_STEP_READONLY_PROC] = "make read-only",
+  [NSBOX_STEP_USERNS_LIMIT] = "limit nested user namespaces through",
+  [NSBOX_STEP_PIVOT_ROOT] = "pivot_root into",
+  [NSBOX_STEP_DETACH_OLD_ROOT] = "detach old root",
+  [NSBOX_STEP_HOSTNAME] = "set hostname",
+  [NSBOX_STEP_LOOPBACK] = "bring up loopback",
+  [NSBOX_STEP_RLIMIT] = "set resource limits",
+  [NSBOX_STEP_CAPBSET] = "drop capability bounding set",
+  [NSBOX_STEP_SETGROUPS] = "clear supplementary groups",
+  [NSBOX_STEP_SETGID] = "switch to sandbox gid",
+  [NSBOX_STEP_SETUID] = "switch to sandbox uid",
+  [NSBOX_STEP_CAPS] = "drop capabilities",
+  [NSBOX_STEP_NO_NEW_PRIVS] = "set no_new_privs",
+  [NSBOX_STEP_FORK] = "fork the program",
+  [NSBOX_STEP_SETSID] = "start a new session",
+  [NSBOX_STEP_SECCOMP] = "install seccomp filter",
+  [NSBOX_STEP_EXEC] = "execute",
+  [NSBOX_STEP_WAIT] = "wait for the program",
+};
+
+const char *
+nsbox_step_name (int step)
+{
+  if (step < 0 || step >= NSBOX_STEP_COUNT_ || !step_names[step])
+    return step_names[NSBOX_STEP_NONE];
+  return step_names[step];
+}

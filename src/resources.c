@@ -1,0 +1,544 @@
+/* Limits: cgroup v2 first (memory.max + memory.swap.max=0, cpu.max,
+ * pids.max), else cgroup v1 where writable, else rlimits. Every run gets its
+ * own cgroup below the one the launcher was started in; it is removed after
+ * the run. What enforced each limit is recorded, never assumed. */
+#include "resources.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "util.h"
+
+static const char *const v1_names[NSBOX_V1_COUNT_] = { "memory", "cpu", "pids" };
+static const enum nsbox_limit v1_limit[NSBOX_V1_COUNT_]
+    = { NSBOX_LIMIT_MEMORY, NSBOX_LIMIT_CPUS, NSBOX_LIMIT_PIDS };
+
+#define LAUNCHER_LEAF "nsbox.launcher"
+
+/* Where the cgroup hierarchies are and where this process sits in them. */
+struct cgroup_view
+{
+  char *v2_dir;                 /* our own v2 cgroup directory */
+  bool v2_is_root;
+  char *v1_dir[NSBOX_V1_COUNT_]; /* our own v1 cgroup directory per controller */
+};
+
+static void
+view_free (struct cgroup_view *v)
+{
+  free (v->v2_dir);
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    free (v->v1_dir[i]);
+}
+
+static int
+read_small_file (const char *path, char *buf, size_t size)
+{
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t n = read (fd, buf, size - 1);
+  if (n < 0)
+    return -errno;
+  buf[n] = '\0';
+  return (int) n;
+}
+
+static int
+write_file (const char *dir, const char *name, const char *text)
+{
+  char path[4096];
+  snprintf (path, sizeof path, "%s/%s", dir, name);
+  cleanup_close int fd = open (path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  size_t len = strlen (text);
+  if (write (fd, text, len) != (ssize_t) len)
+    return errno ? -errno : -EIO;
+  return 0;
+}
+
+static bool
+has_word (const char *list, const char *word, char sep)
+{
+  size_t wl = strlen (word);
+  for (const char *p = list; p && *p;)
+    {
+      const char *end = strchr (p, sep);
+      size_t len = end ? (size_t) (end - p) : strlen (p);
+      while (len && (p[len - 1] == '\n' || p[len - 1] == ' '))
+        len--;
+      if (len == wl && strncmp (p, word, wl) == 0)
+        return true;
+      p = end ? end + 1 : NULL;
+    }
+  return false;
+}
+
+/* Joins a mount point and our path relative to the mount's root. */
+static char *
+cgroup_dir (const char *mountpoint, const char *mount_root, const char *own)
+{
+  size_t rl = strlen (mount_root);
+  if (strcmp (mount_root, "/") == 0)
+    rl = 0;
+  else if (strncmp (own, mount_root, rl) != 0 || (own[rl] != '/' && own[rl] != '\0'))
+    return NULL;
+  char *dir = NULL;
+  if (asprintf (&dir, "%s%s", mountpoint, own + rl) < 0)
+    return NULL;
+  size_t len = strlen (dir);
+  if (len > 1 && dir[len - 1] == '/')
+    dir[len - 1] = '\0';
+  return dir;
+}
+
+/* /proc/self/cgroup: "0::/path" for v2, "N:ctrl,ctrl:/path" for v1. */
+static void
+read_own_paths (char **v2, char *v1[NSBOX_V1_COUNT_])
+{
+  cleanup_fclose FILE *f = fopen ("/proc/self/cgroup", "re");
+  cleanup_free char *line = NULL;
+  size_t cap = 0;
+  while (f && getline (&line, &cap, f) > 0)
+    {
+      line[strcspn (line, "\n")] = '\0';
+      char *c1 = strchr (line, ':');
+      char *c2 = c1 ? strchr (c1 + 1, ':') : NULL;
+      if (!c2)
+        continue;
+      *c2 = '\0';
+      const char *ctrls = c1 + 1, *path = c2 + 1;
+      if (strncmp (line, "0:", 2) == 0 && *ctrls == '\0')
+        {
+          free (*v2);
+          *v2 = strdup (path);
+          continue;
+        }
+      for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+        if (has_word (ctrls, v1_names[i], ',') && !v1[i])
+          v1[i] = strdup (path);
+    }
+}
+
+/* One mountinfo line: fields 4 (root) and 5 (mount point), then after " - "
+ * the fs type and super options. */
+static void
+scan_mount (char *line, const char *own_v2, char *const own_v1[], struct cgroup_view *v)
+{
+  char *fields[6] = { 0 };
+  char *save = NULL, *tok = strtok_r (line, " ", &save);
+  for (int i = 0; tok && i < 6; i++, tok = strtok_r (NULL, " ", &save))
+    fields[i] = tok;
+  char *sep = save ? strstr (save, "- ") : NULL;
+  if (!fields[4] || !sep)
+    return;
+  char *rest = sep + 2, *s2 = NULL;
+  char *fstype = strtok_r (rest, " ", &s2);
+  strtok_r (NULL, " ", &s2);
+  char *super = strtok_r (NULL, " \n", &s2);
+  if (!fstype)
+    return;
+  if (strcmp (fstype, "cgroup2") == 0 && own_v2 && !v->v2_dir)
+    {
+      v->v2_dir = cgroup_dir (fields[4], fields[3], own_v2);
+      v->v2_is_root = v->v2_dir && strcmp (fields[3], own_v2) == 0;
+    }
+  if (strcmp (fstype, "cgroup") == 0 && super)
+    for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+      if (own_v1[i] && !v->v1_dir[i] && has_word (super, v1_names[i], ','))
+        v->v1_dir[i] = cgroup_dir (fields[4], fields[3], own_v1[i]);
+}
+
+static void
+view_load (struct cgroup_view *v)
+{
+  cleanup_free char *own_v2 = NULL;
+  char *own_v1[NSBOX_V1_COUNT_] = { 0 };
+  read_own_paths (&own_v2, own_v1);
+  cleanup_fclose FILE *f = fopen ("/proc/self/mountinfo", "re");
+  cleanup_free char *line = NULL;
+  size_t cap = 0;
+  while (f && getline (&line, &cap, f) > 0)
+    scan_mount (line, own_v2, own_v1, v);
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    free (own_v1[i]);
+}
+
+static char *
+unique_name (void)
+{
+  static atomic_uint counter;
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  char *name = NULL;
+  if (asprintf (&name, "nsbox-%d-%u-%lx", (int) getpid (), atomic_fetch_add (&counter, 1),
+                (unsigned long) ts.tv_nsec)
+      < 0)
+    return NULL;
+  return name;
+}
+
+/* Only processes of this launcher may live in `dir`: we are about to make it
+ * an inner node. */
+static bool
+only_us_in (const char *dir)
+{
+  char path[4096], buf[4096];
+  snprintf (path, sizeof path, "%s/cgroup.procs", dir);
+  if (read_small_file (path, buf, sizeof buf) < 0)
+    return false;
+  pid_t self = getpid ();
+  for (char *p = buf; *p;)
+    {
+      char *end;
+      long pid = strtol (p, &end, 10);
+      if (end == p)
+        break;
+      if (pid != self)
+        return false;
+      p = end;
+      while (*p == '\n')
+        p++;
+    }
+  return true;
+}
+
+static pthread_mutex_t delegate_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Makes `own` a parent with the controllers enabled for its children. A
+ * non-root cgroup that holds processes cannot enable controllers, so the
+ * launcher first moves itself into a leaf of its own. Returns the directory
+ * run cgroups go into, or NULL with *why set. */
+static char *
+v2_delegate (const struct cgroup_view *v, const char **why)
+{
+  char buf[512], path[4096];
+  cleanup_free char *base = strdup (v->v2_dir);
+  if (!base)
+    return NULL;
+  char *slash = strrchr (base, '/');
+  if (slash && strcmp (slash + 1, LAUNCHER_LEAF) == 0)
+    *slash = '\0';
+  else if (!v->v2_is_root)
+    {
+      snprintf (path, sizeof path, "%s/cgroup.subtree_control", base);
+      if (read_small_file (path, buf, sizeof buf) < 0)
+        buf[0] = '\0';
+      bool enabled = has_word (buf, "memory", ' ') && has_word (buf, "pids", ' ');
+      if (!enabled)
+        {
+          if (!only_us_in (base))
+            {
+              *why = "the launcher's cgroup v2 holds other processes (start nsbox in a delegated "
+                     "cgroup of its own, e.g. systemd-run --user --scope -p Delegate=yes)";
+              return NULL;
+            }
+          snprintf (path, sizeof path, "%s/" LAUNCHER_LEAF, base);
+          char pid[32];
+          snprintf (pid, sizeof pid, "%d", (int) getpid ());
+          if ((mkdir (path, 0755) < 0 && errno != EEXIST) || write_file (path, "cgroup.procs", pid) < 0)
+            {
+              *why = "cannot move the launcher into a leaf of its cgroup v2";
+              return NULL;
+            }
+        }
+    }
+  snprintf (path, sizeof path, "%s/cgroup.subtree_control", base);
+  if (read_small_file (path, buf, sizeof buf) < 0)
+    buf[0] = '\0';
+  const char *const ctrls[] = { "memory", "pids", "cpu" };
+  for (size_t i = 0; i < ARRAY_SIZE (ctrls); i++)
+    if (!has_word (buf, ctrls[i], ' '))
+      {
+        char plus[16];
+        snprintf (plus, sizeof plus, "+%s", ctrls[i]);
+        write_file (base, "cgroup.subtree_control", plus);
+      }
+  return TAKE_PTR (base);
+}
+
+static int
+v2_write_limits (const char *dir, const struct nsbox_config *c, bool *cpu_ok)
+{
+  char text[64];
+  snprintf (text, sizeof text, "%" PRIu64, c->memory_bytes);
+  int r = write_file (dir, "memory.max", text);
+  if (r < 0)
+    return r;
+  char swap[4096];
+  snprintf (swap, sizeof swap, "%s/memory.swap.max", dir);
+  if (access (swap, F_OK) == 0 && (r = write_file (dir, "memory.swap.max", "0")) < 0)
+    return r;
+  snprintf (text, sizeof text, "%" PRIu64, c->pids_limit);
+  if ((r = write_file (dir, "pids.max", text)) < 0)
+    return r;
+  snprintf (text, sizeof text, "%" PRIu64 " 100000", c->cpus_milli * 100);
+  *cpu_ok = write_file (dir, "cpu.max", text) == 0;
+  return 0;
+}
+
+static bool
+try_v2 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_config *c,
+        const char **why)
+{
+  char buf[512], path[4096];
+  if (!v->v2_dir)
+    return (*why = "no cgroup v2 hierarchy"), false;
+  snprintf (path, sizeof path, "%s/cgroup.controllers", v->v2_dir);
+  if (read_small_file (path, buf, sizeof buf) < 0 || !has_word (buf, "memory", ' ')
+      || !has_word (buf, "pids", ' '))
+    return (*why = "cgroup v2 has no memory and pids controllers here"), false;
+  pthread_mutex_lock (&delegate_lock);
+  cleanup_free char *base = v2_delegate (v, why);
+  pthread_mutex_unlock (&delegate_lock);
+  cleanup_free char *name = unique_name ();
+  if (!base || !name)
+    return false;
+  if (asprintf (&l->v2_dir, "%s/%s", base, name) < 0)
+    return (l->v2_dir = NULL), (*why = "out of memory"), false;
+  bool cpu_ok = false;
+  if (mkdir (l->v2_dir, 0755) < 0 || v2_write_limits (l->v2_dir, c, &cpu_ok) < 0
+      || (l->v2_fd = open (l->v2_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    {
+      *why = "cannot create a cgroup v2 for the run";
+      rmdir (l->v2_dir);
+      free (TAKE_PTR (l->v2_dir));
+      return false;
+    }
+  l->mech[NSBOX_LIMIT_MEMORY] = NSBOX_MECH_CGROUP2;
+  l->mech[NSBOX_LIMIT_PIDS] = NSBOX_MECH_CGROUP2;
+  if (cpu_ok)
+    l->mech[NSBOX_LIMIT_CPUS] = NSBOX_MECH_CGROUP2;
+  return true;
+}
+
+static int
+v1_write_limits (int ctrl, const char *dir, const struct nsbox_config *c)
+{
+  char text[64];
+  switch (ctrl)
+    {
+    case NSBOX_V1_MEMORY:
+      {
+        snprintf (text, sizeof text, "%" PRIu64, c->memory_bytes);
+        int r = write_file (dir, "memory.limit_in_bytes", text);
+        if (r < 0)
+          return r;
+        /* memsw exists only with swap accounting; without it set swappiness 0. */
+        if (write_file (dir, "memory.memsw.limit_in_bytes", text) < 0)
+          write_file (dir, "memory.swappiness", "0");
+        return 0;
+      }
+    case NSBOX_V1_CPU:
+      {
+        int r = write_file (dir, "cpu.cfs_period_us", "100000");
+        snprintf (text, sizeof text, "%" PRIu64, c->cpus_milli * 100);
+        return r < 0 ? r : write_file (dir, "cpu.cfs_quota_us", text);
+      }
+    case NSBOX_V1_PIDS:
+      snprintf (text, sizeof text, "%" PRIu64, c->pids_limit);
+      return write_file (dir, "pids.max", text);
+    default:
+      return -EINVAL;
+    }
+}
+
+static void
+try_v1 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_config *c)
+{
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    {
+      if (l->mech[v1_limit[i]] != NSBOX_MECH_NONE || !v->v1_dir[i])
+        continue;
+      cleanup_free char *name = unique_name ();
+      char *dir = NULL;
+      if (!name || asprintf (&dir, "%s/%s", v->v1_dir[i], name) < 0)
+        continue;
+      if (mkdir (dir, 0755) < 0)
+        {
+          free (dir);
+          continue;
+        }
+      if (v1_write_limits (i, dir, c) < 0)
+        {
+          rmdir (dir);
+          free (dir);
+          continue;
+        }
+      l->v1_dir[i] = dir;
+      l->mech[v1_limit[i]] = NSBOX_MECH_CGROUP1;
+    }
+}
+
+static void
+add_rlimit (struct nsbox_plan *plan, int resource, rlim_t value)
+{
+  if (plan->nrlimits >= NSBOX_MAX_RLIMITS)
+    return;
+  plan->rlimit_resources[plan->nrlimits] = resource;
+  plan->rlimits[plan->nrlimits].rlim_cur = value;
+  plan->rlimits[plan->nrlimits].rlim_max = value;
+  plan->nrlimits++;
+}
+
+static int
+check_strict (const struct nsbox_limits *l, const struct nsbox_config *c,
+              struct nsbox_error **err)
+{
+  static const char *const names[] = { "memory", "cpus", "pids-limit" };
+  if (!c->strict)
+    return 0;
+  for (int i = NSBOX_LIMIT_MEMORY; i <= NSBOX_LIMIT_PIDS; i++)
+    if (l->mech[i] != NSBOX_MECH_CGROUP1 && l->mech[i] != NSBOX_MECH_CGROUP2)
+      return nsbox_error_set (err, EPERM,
+                              "strict: the %s limit cannot be enforced by a cgroup here (%s)",
+                              names[i], l->why_not_cgroup ? l->why_not_cgroup : "unknown reason");
+  return 0;
+}
+
+int
+nsbox_limits_prepare (struct nsbox_limits *l, const struct nsbox_config *c, struct nsbox_plan *plan,
+                      struct nsbox_error **err)
+{
+  struct cgroup_view view = { 0 };
+  view_load (&view);
+  const char *why = NULL;
+  if (!try_v2 (l, &view, c, &why))
+    try_v1 (l, &view, c);
+  view_free (&view);
+  if (why && !(l->why_not_cgroup = strdup (why)))
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  add_rlimit (plan, RLIMIT_CORE, 0);
+  if (l->mech[NSBOX_LIMIT_MEMORY] == NSBOX_MECH_NONE)
+    {
+      add_rlimit (plan, RLIMIT_AS, (rlim_t) c->memory_bytes);
+      l->mech[NSBOX_LIMIT_MEMORY] = NSBOX_MECH_RLIMIT;
+    }
+  if (l->mech[NSBOX_LIMIT_PIDS] == NSBOX_MECH_NONE)
+    {
+      add_rlimit (plan, RLIMIT_NPROC, (rlim_t) c->pids_limit);
+      l->mech[NSBOX_LIMIT_PIDS] = NSBOX_MECH_RLIMIT;
+    }
+  l->mech[NSBOX_LIMIT_TMP] = NSBOX_MECH_TMPFS;
+  plan->unshare_cgroupns = l->v2_fd < 0;
+  return check_strict (l, c, err);
+}
+
+int
+nsbox_limits_attach (struct nsbox_limits *l, pid_t pid, struct nsbox_error **err)
+{
+  char text[32];
+  snprintf (text, sizeof text, "%d", (int) pid);
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    {
+      if (!l->v1_dir[i])
+        continue;
+      int r = write_file (l->v1_dir[i], "cgroup.procs", text);
+      if (r < 0)
+        return nsbox_error_sys (err, -r, "move the sandbox into cgroup '%s'", l->v1_dir[i]);
+    }
+  return 0;
+}
+
+bool
+nsbox_limits_kill (struct nsbox_limits *l)
+{
+  return l->v2_dir && write_file (l->v2_dir, "cgroup.kill", "1") == 0;
+}
+
+/* Value of "key N" in a flat keyed file such as memory.events. */
+static bool
+read_keyed (const char *dir, const char *file, const char *key, uint64_t *value)
+{
+  char path[4096], buf[4096];
+  snprintf (path, sizeof path, "%s/%s", dir, file);
+  if (read_small_file (path, buf, sizeof buf) < 0)
+    return false;
+  size_t kl = strlen (key);
+  for (char *p = buf; p && *p; p = strchr (p, '\n'), p = p ? p + 1 : NULL)
+    if (strncmp (p, key, kl) == 0 && p[kl] == ' ')
+      {
+        *value = strtoull (p + kl + 1, NULL, 10);
+        return true;
+      }
+  return false;
+}
+
+static bool
+read_number (const char *dir, const char *file, uint64_t *value)
+{
+  char path[4096], buf[64];
+  snprintf (path, sizeof path, "%s/%s", dir, file);
+  if (read_small_file (path, buf, sizeof buf) <= 0)
+    return false;
+  *value = strtoull (buf, NULL, 10);
+  return true;
+}
+
+void
+nsbox_limits_collect (struct nsbox_limits *l, struct nsbox_result *res)
+{
+  uint64_t v = 0;
+  if (l->v2_dir)
+    {
+      if (read_number (l->v2_dir, "memory.peak", &v))
+        res->memory_peak_bytes = v;
+      if (read_keyed (l->v2_dir, "memory.events", "oom_kill", &v) && v > 0)
+        res->oom_killed = true;
+      if (read_keyed (l->v2_dir, "cpu.stat", "usage_usec", &v))
+        res->cpu_ms = v / 1000;
+    }
+  const char *mem = l->v1_dir[NSBOX_V1_MEMORY];
+  if (mem)
+    {
+      if (read_number (mem, "memory.max_usage_in_bytes", &v))
+        res->memory_peak_bytes = v;
+      if (read_keyed (mem, "memory.oom_control", "oom_kill", &v) && v > 0)
+        res->oom_killed = true;
+    }
+}
+
+static void
+remove_cgroup (const char *dir)
+{
+  /* The last tasks of the PID namespace may still be leaving. */
+  for (int i = 0; i < 200; i++)
+    {
+      if (rmdir (dir) == 0 || errno == ENOENT)
+        return;
+      if (errno != EBUSY)
+        return;
+      struct timespec ts = { 0, 1000000 };
+      nanosleep (&ts, NULL);
+    }
+}
+
+void
+nsbox_limits_release (struct nsbox_limits *l)
+{
+  if (l->v2_fd >= 0)
+    close (l->v2_fd);
+  l->v2_fd = -1;
+  if (l->v2_dir)
+    remove_cgroup (l->v2_dir);
+  free (TAKE_PTR (l->v2_dir));
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    {
+      if (l->v1_dir[i])
+        remove_cgroup (l->v1_dir[i]);
+      free (TAKE_PTR (l->v1_dir[i]));
+    }
+  free (TAKE_PTR (l->why_not_cgroup));
+}

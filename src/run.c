@@ -1,0 +1,271 @@
+/* nsbox_run: prepares the plan of one native run, starts the sandbox,
+ * supervises it and collects the result. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+#include "resources.h"
+#include "result.h"
+#include "sandbox.h"
+#include "seccomp.h"
+#include "spawn.h"
+#include "supervise.h"
+#include "util.h"
+
+/* The environment of a bare rootfs before the configured `env`. */
+static const char *const base_env[] = {
+  "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  "LANG=C.UTF-8",
+};
+
+struct run
+{
+  struct nsbox_plan plan;
+  struct nsbox_limits limits;
+  char *rootfs;
+  char **envp;
+  bool own_bpf;
+  int fds[10]; /* five pipes, [2i] read end, [2i+1] write end */
+};
+
+enum
+{
+  PIPE_STDIN = 0,
+  PIPE_STDOUT,
+  PIPE_STDERR,
+  PIPE_REPORT,
+  PIPE_SYNC,
+  PIPE_COUNT_,
+};
+
+static void
+run_release (struct run *r)
+{
+  nsbox_limits_release (&r->limits);
+  if (r->own_bpf)
+    nsbox_bpf_release (&r->plan.bpf);
+  if (r->plan.empty_caps)
+    cap_free (r->plan.empty_caps);
+  free (r->rootfs);
+  if (r->envp)
+    for (char **e = r->envp; *e; e++)
+      free (*e);
+  free (r->envp);
+  for (int i = 0; i < 2 * PIPE_COUNT_; i++)
+    if (r->fds[i] >= 0)
+      close (r->fds[i]);
+}
+
+static int
+check_rootfs (struct run *r, const char *rootfs, struct nsbox_error **err)
+{
+  r->rootfs = realpath (rootfs, NULL);
+  if (!r->rootfs)
+    return nsbox_error_sys (err, errno, "rootfs '%s'", rootfs);
+  if (strlen (r->rootfs) > PATH_MAX / 2)
+    return nsbox_error_set (err, ENAMETOOLONG, "rootfs path '%s' is too long", r->rootfs);
+  static const char *const needed[] = { "", "/tmp", "/proc", "/dev" };
+  for (size_t i = 0; i < ARRAY_SIZE (needed); i++)
+    {
+      char path[PATH_MAX + 16];
+      struct stat st;
+      snprintf (path, sizeof path, "%s%s", r->rootfs, needed[i]);
+      if (stat (path, &st) < 0)
+        return nsbox_error_sys (err, errno, "rootfs '%s' has no '%s' directory", r->rootfs,
+                                needed[i][0] ? needed[i] : "/");
+      if (!S_ISDIR (st.st_mode))
+        return nsbox_error_set (err, ENOTDIR, "rootfs '%s': '%s' is not a directory", r->rootfs,
+                                needed[i][0] ? needed[i] : "/");
+    }
+  r->plan.rootfs = r->rootfs;
+  return 0;
+}
+
+static bool
+env_overridden (const struct nsbox_config *c, const char *entry)
+{
+  size_t nl = strcspn (entry, "=");
+  for (size_t i = 0; i < c->env_len; i++)
+    if (strncmp (c->env[i], entry, nl) == 0 && c->env[i][nl] == '=')
+      return true;
+  return false;
+}
+
+/* The image's (here: the base) environment plus the configured one; nothing
+ * from the host, ever. */
+static int
+build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
+{
+  size_t n = 0;
+  r->envp = calloc (ARRAY_SIZE (base_env) + c->env_len + 1, sizeof (char *));
+  if (!r->envp)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  for (size_t i = 0; i < ARRAY_SIZE (base_env); i++)
+    if (!env_overridden (c, base_env[i]) && !(r->envp[n++] = strdup (base_env[i])))
+      return nsbox_error_set (err, ENOMEM, "out of memory");
+  for (size_t i = 0; i < c->env_len; i++)
+    if (!(r->envp[n++] = strdup (c->env[i])))
+      return nsbox_error_set (err, ENOMEM, "out of memory");
+  r->plan.envp = r->envp;
+  for (char **e = r->envp; *e; e++)
+    if (strncmp (*e, "PATH=", 5) == 0)
+      r->plan.path_search = *e + 5;
+  return 0;
+}
+
+static struct nsbox_bpf default_bpf;
+static int default_bpf_status;
+static struct nsbox_error *default_bpf_error;
+static pthread_once_t default_bpf_once = PTHREAD_ONCE_INIT;
+
+static void
+compile_default_once (void)
+{
+  default_bpf_status = nsbox_seccomp_compile_default (&default_bpf, NULL, NULL, &default_bpf_error);
+}
+
+/* The built-in policy is compiled once per process and shared read-only. */
+static int
+prepare_filter (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
+{
+  if (c->seccomp_policy)
+    {
+      r->own_bpf = true;
+      if (nsbox_seccomp_compile_file (c->seccomp_policy, &r->plan.bpf, NULL, NULL, err) < 0)
+        return nsbox_error_prefix (err, "seccomp policy");
+      return 0;
+    }
+  pthread_once (&default_bpf_once, compile_default_once);
+  if (default_bpf_status < 0)
+    return nsbox_error_set (err, -default_bpf_status, "built-in seccomp policy: %s",
+                            nsbox_error_message (default_bpf_error));
+  r->plan.bpf = default_bpf;
+  return 0;
+}
+
+static int
+prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
+{
+  if (!c->rootfs)
+    return nsbox_error_set (err, EINVAL, "no rootfs given: set 'rootfs' (--rootfs DIR); "
+                                         "pulling 'image' is not supported yet");
+  int ret = check_rootfs (r, c->rootfs, err);
+  if (ret < 0 || (ret = build_env (r, c, err)) < 0 || (ret = prepare_filter (r, c, err)) < 0)
+    return ret;
+  r->plan.argv = c->command;
+  r->plan.uid = c->uid;
+  r->plan.gid = c->gid;
+  r->plan.may_setgroups = geteuid () == 0;
+  snprintf (r->plan.tmp_options, sizeof r->plan.tmp_options, "size=%" PRIu64 ",mode=1777",
+            c->tmp_size_bytes);
+  snprintf (r->plan.shm_options, sizeof r->plan.shm_options, "size=%" PRIu64 ",mode=1777",
+            c->tmp_size_bytes);
+  r->plan.empty_caps = cap_init ();
+  if (!r->plan.empty_caps)
+    return nsbox_error_sys (err, errno, "prepare capabilities");
+  return nsbox_limits_prepare (&r->limits, c, &r->plan, err);
+}
+
+static int
+open_pipes (struct run *r, struct nsbox_error **err)
+{
+  for (int i = 0; i < PIPE_COUNT_; i++)
+    if (pipe2 (&r->fds[2 * i], O_CLOEXEC) < 0)
+      return nsbox_error_sys (err, errno, "create pipe");
+  r->plan.stdin_fd = r->fds[2 * PIPE_STDIN];
+  r->plan.stdout_fd = r->fds[2 * PIPE_STDOUT + 1];
+  r->plan.stderr_fd = r->fds[2 * PIPE_STDERR + 1];
+  r->plan.report_fd = r->fds[2 * PIPE_REPORT + 1];
+  r->plan.sync_fd = r->fds[2 * PIPE_SYNC];
+  return 0;
+}
+
+static void
+close_child_ends (struct run *r)
+{
+  const int child_ends[] = { 2 * PIPE_STDIN, 2 * PIPE_STDOUT + 1, 2 * PIPE_STDERR + 1,
+                             2 * PIPE_REPORT + 1, 2 * PIPE_SYNC };
+  for (size_t i = 0; i < ARRAY_SIZE (child_ends); i++)
+    {
+      close (r->fds[child_ends[i]]);
+      r->fds[child_ends[i]] = -1;
+    }
+}
+
+static int
+check_caller (const struct nsbox_config *c, struct nsbox_error **err)
+{
+  if (getuid () != geteuid () || getgid () != getegid ())
+    return nsbox_error_set (err, EPERM, "nsbox refuses to run set-user-ID or set-group-ID "
+                                        "(real and effective ids differ)");
+  if (c->runtime == NSBOX_RUNTIME_RUNSC)
+    return nsbox_error_set (err, ENOTSUP, "runtime 'runsc' is not supported yet");
+  return 0;
+}
+
+static int
+execute (struct run *r, const nsbox_config *c, const char *code, size_t code_len,
+         struct nsbox_result *res, struct nsbox_error **err)
+{
+  int ret = open_pipes (r, err);
+  if (ret < 0)
+    return ret;
+  struct nsbox_child child = { -1, -1 };
+  int sync_write = TAKE_FD (r->fds[2 * PIPE_SYNC + 1]);
+  if ((ret = nsbox_spawn (&r->plan, &r->limits, sync_write, &child, err)) < 0)
+    return ret;
+  close_child_ends (r);
+  struct nsbox_streams streams = {
+    .stdin_fd = TAKE_FD (r->fds[2 * PIPE_STDIN + 1]),
+    .stdout_fd = TAKE_FD (r->fds[2 * PIPE_STDOUT]),
+    .stderr_fd = TAKE_FD (r->fds[2 * PIPE_STDERR]),
+    .report_fd = TAKE_FD (r->fds[2 * PIPE_REPORT]),
+  };
+  ret = nsbox_supervise (&child, &streams, &r->limits, code, code_len, c->timeout_ms,
+                         c->max_output_bytes, res, err);
+  nsbox_limits_collect (&r->limits, res);
+  return ret;
+}
+
+int
+nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_result **out,
+           struct nsbox_error **err)
+{
+  if (!c || !out || (!code && code_len))
+    return nsbox_error_set (err, EINVAL, "nsbox_run: invalid arguments");
+  int ret = check_caller (c, err);
+  if (ret < 0)
+    return ret;
+  struct run r;
+  memset (&r, 0, sizeof r);
+  r.limits.v2_fd = -1;
+  for (int i = 0; i < 2 * PIPE_COUNT_; i++)
+    r.fds[i] = -1;
+  struct nsbox_result *res = calloc (1, sizeof *res);
+  if (!res)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  ret = prepare_plan (&r, c, err);
+  if (ret >= 0)
+    ret = execute (&r, c, code, code_len, res, err);
+  for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
+    res->limits[i] = r.limits.mech[i];
+  res->runtime = "native";
+  run_release (&r);
+  if (ret < 0)
+    {
+      nsbox_result_free (res);
+      return ret;
+    }
+  *out = res;
+  return 0;
+}

@@ -1,0 +1,112 @@
+/* The plan of one native sandbox: everything the child needs, prepared in the
+ * parent before clone so the child runs only async-signal-safe code. */
+#ifndef NSBOX_SANDBOX_H
+#define NSBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/capability.h>
+
+#include "seccomp.h"
+
+/* Setup steps of the child; each failure is reported as (step, errno, detail). */
+enum nsbox_step
+{
+  NSBOX_STEP_NONE = 0,
+  NSBOX_STEP_SYNC,
+  NSBOX_STEP_FDS,
+  NSBOX_STEP_PDEATHSIG,
+  NSBOX_STEP_CGROUPNS,
+  NSBOX_STEP_MOUNT_PRIVATE,
+  NSBOX_STEP_BIND_ROOTFS,
+  NSBOX_STEP_REMOUNT_ROOTFS,
+  NSBOX_STEP_MOUNT_TMP,
+  NSBOX_STEP_MOUNT_DEV,
+  NSBOX_STEP_CREATE_DEV,
+  NSBOX_STEP_BIND_DEV,
+  NSBOX_STEP_MOUNT_SHM,
+  NSBOX_STEP_REMOUNT_DEV,
+  NSBOX_STEP_MOUNT_PROC,
+  NSBOX_STEP_MASK_PROC,
+  NSBOX_STEP_READONLY_PROC,
+  NSBOX_STEP_USERNS_LIMIT,
+  NSBOX_STEP_PIVOT_ROOT,
+  NSBOX_STEP_DETACH_OLD_ROOT,
+  NSBOX_STEP_HOSTNAME,
+  NSBOX_STEP_LOOPBACK,
+  NSBOX_STEP_RLIMIT,
+  NSBOX_STEP_CAPBSET,
+  NSBOX_STEP_SETGROUPS,
+  NSBOX_STEP_SETGID,
+  NSBOX_STEP_SETUID,
+  NSBOX_STEP_CAPS,
+  NSBOX_STEP_NO_NEW_PRIVS,
+  NSBOX_STEP_FORK,
+  NSBOX_STEP_SETSID,
+  NSBOX_STEP_SECCOMP,
+  NSBOX_STEP_EXEC,
+  NSBOX_STEP_WAIT,
+  NSBOX_STEP_COUNT_,
+};
+
+/* What the child writes to the report pipe. */
+enum nsbox_report_kind
+{
+  NSBOX_REPORT_ERROR = 1, /* a setup step failed: step, err, detail */
+  NSBOX_REPORT_STATUS,    /* the program ended: status is its wait status */
+};
+
+struct nsbox_report
+{
+  int32_t kind;
+  int32_t step;
+  int32_t err;
+  int32_t status;
+  char detail[240];
+};
+
+#define NSBOX_MAX_RLIMITS 8
+
+struct nsbox_plan
+{
+  const char *rootfs;         /* absolute, canonical */
+  char tmp_options[64];       /* "size=...,mode=1777" */
+  char shm_options[64];
+  uid_t uid, gid;             /* inside the sandbox */
+  bool may_setgroups;         /* the launcher is root: clear supplementary groups */
+  bool unshare_cgroupns;      /* no CLONE_INTO_CGROUP: enter a cgroup ns after attach */
+  char *const *argv;
+  char *const *envp;
+  const char *path_search;    /* PATH of the sandbox env, for argv[0] lookup */
+  struct nsbox_bpf bpf;
+  cap_t empty_caps;
+  int nrlimits;
+  int rlimit_resources[NSBOX_MAX_RLIMITS];
+  struct rlimit rlimits[NSBOX_MAX_RLIMITS];
+  /* fds, in the parent's numbering */
+  int stdin_fd, stdout_fd, stderr_fd;
+  int sync_fd;                /* read end: the parent writes one byte when maps are set */
+  int report_fd;              /* write end, close-on-exec */
+};
+
+/* Child side: runs the whole setup and never returns. */
+void nsbox_child_main (const struct nsbox_plan *plan) __attribute__ ((noreturn, visibility ("hidden")));
+
+/* Reports a failed step to the parent and exits. Async-signal-safe. */
+void nsbox_child_fail (int step, int err, const char *detail)
+    __attribute__ ((noreturn, visibility ("hidden")));
+
+/* Child side mount setup (mounts.c): everything up to and including
+ * pivot_root. Async-signal-safe; fails through nsbox_child_fail. */
+void nsbox_mounts_setup (const struct nsbox_plan *plan) __attribute__ ((visibility ("hidden")));
+
+/* Child side: drop every capability from all five sets (caps.c). */
+void nsbox_caps_drop_bounding (void) __attribute__ ((visibility ("hidden")));
+void nsbox_caps_drop_all (const struct nsbox_plan *plan) __attribute__ ((visibility ("hidden")));
+
+/* Human-readable description of a step, e.g. "mount tmpfs on '/tmp'". */
+const char *nsbox_step_name (int step) __attribute__ ((visibility ("hidden")));
+
+#endif

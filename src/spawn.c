@@ -1,0 +1,110 @@
+/* Parent side of the sandbox start: clone3 with every namespace, then the
+ * uid/gid map handshake. */
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "util.h"
+
+static int
+write_proc_file (pid_t pid, const char *name, const char *text, struct nsbox_error **err)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
+  cleanup_close int fd = open (path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "open '%s'", path);
+  size_t len = strlen (text);
+  ssize_t n = write (fd, text, len);
+  if (n < 0)
+    return nsbox_error_sys (err, errno, "write '%s' to '%s'", text, path);
+  if ((size_t) n != len)
+    return nsbox_error_set (err, EIO, "short write to '%s'", path);
+  return 0;
+}
+
+/* One mapped id each. Run by root, the sandbox user is the unprivileged host
+ * uid/gid 65534, never host root; otherwise it is the caller itself. */
+static int
+write_id_maps (pid_t pid, const struct nsbox_plan *plan, struct nsbox_error **err)
+{
+  bool root = geteuid () == 0;
+  unsigned host_uid = root ? 65534 : (unsigned) geteuid ();
+  unsigned host_gid = root ? 65534 : (unsigned) getegid ();
+  char map[64];
+  if (!root && write_proc_file (pid, "setgroups", "deny", err) < 0)
+    return nsbox_error_prefix (err, "write id maps");
+  snprintf (map, sizeof map, "%u %u 1\n", (unsigned) plan->uid, host_uid);
+  if (write_proc_file (pid, "uid_map", map, err) < 0)
+    return nsbox_error_prefix (err, "write id maps");
+  snprintf (map, sizeof map, "%u %u 1\n", (unsigned) plan->gid, host_gid);
+  if (write_proc_file (pid, "gid_map", map, err) < 0)
+    return nsbox_error_prefix (err, "write id maps");
+  return 0;
+}
+
+static int
+clone_error (int code, struct nsbox_error **err)
+{
+  if (code == EPERM || code == ENOSPC || code == EUSERS)
+    return nsbox_error_sys (err, code,
+                            "create sandbox namespaces (are unprivileged user namespaces enabled? "
+                            "see sysctl user.max_user_namespaces and "
+                            "kernel.apparmor_restrict_unprivileged_userns)");
+  if (code == ENOSYS)
+    return nsbox_error_sys (err, code, "clone3 (nsbox needs Linux 5.7 or later)");
+  return nsbox_error_sys (err, code, "create sandbox namespaces");
+}
+
+int
+nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int sync_write_fd,
+             struct nsbox_child *child, struct nsbox_error **err)
+{
+  cleanup_close int sync_fd = sync_write_fd;
+  int pidfd = -1;
+  struct clone_args args;
+  memset (&args, 0, sizeof args);
+  args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
+               | CLONE_NEWUTS | CLONE_PIDFD;
+  args.pidfd = (uint64_t) (uintptr_t) &pidfd;
+  /* No exit signal: an embedding program's SIGCHLD handler or waitpid(-1)
+   * never sees (or steals) our child; we wait on the pidfd with __WALL. */
+  args.exit_signal = 0;
+  if (limits->v2_fd >= 0)
+    {
+      args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
+      args.cgroup = (uint64_t) limits->v2_fd;
+    }
+  long pid = syscall (SYS_clone3, &args, sizeof args);
+  if (pid < 0)
+    return clone_error (errno, err);
+  if (pid == 0)
+    nsbox_child_main (plan);
+
+  int r = nsbox_limits_attach (limits, (pid_t) pid, err);
+  if (r >= 0)
+    r = write_id_maps ((pid_t) pid, plan, err);
+  if (r >= 0 && write (sync_fd, "x", 1) != 1)
+    r = nsbox_error_sys (err, errno, "signal the sandbox");
+  if (r < 0)
+    {
+      syscall (SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+      siginfo_t info;
+      waitid (P_PIDFD, (id_t) pidfd, &info, WEXITED | __WALL);
+      close (pidfd);
+      return r;
+    }
+  child->pid = (pid_t) pid;
+  child->pidfd = pidfd;
+  return 0;
+}

@@ -1,0 +1,339 @@
+/* Supervision of one native run from the launcher's side. Parent memory stays
+ * bounded: past max-output-bytes output is read and discarded, so the
+ * sandbox never blocks on a full pipe and never grows our heap. */
+#include "supervise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "util.h"
+
+/* After a kill, how long to wait for the namespace to empty and the pipes to
+ * close before reaping regardless. */
+#define KILL_GRACE_MS 5000
+
+struct capture
+{
+  char *buf;
+  size_t len, alloc, cap;
+  bool truncated;
+};
+
+struct loop
+{
+  struct nsbox_child *child;
+  struct nsbox_streams *s;
+  struct nsbox_limits *limits;
+  const char *code;
+  size_t code_len, code_off;
+  struct capture out, errs;
+  struct nsbox_report error_report, status_report;
+  size_t report_fill;
+  char report_buf[sizeof (struct nsbox_report)];
+  bool exited, timed_out, killed;
+  uint64_t deadline, kill_deadline;
+};
+
+uint64_t
+nsbox_now_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static void
+close_fd (int *fd)
+{
+  if (*fd >= 0)
+    close (*fd);
+  *fd = -1;
+}
+
+static int
+capture_add (struct capture *c, const char *data, size_t n)
+{
+  size_t room = c->cap - c->len;
+  if (n > room)
+    {
+      c->truncated = true;
+      n = room;
+    }
+  if (n == 0)
+    return 0;
+  if (c->len + n > c->alloc)
+    {
+      size_t want = c->alloc ? c->alloc * 2 : 16384;
+      while (want < c->len + n)
+        want *= 2;
+      if (want > c->cap)
+        want = c->cap;
+      char *grown = realloc (c->buf, want);
+      if (!grown)
+        return -ENOMEM;
+      c->buf = grown;
+      c->alloc = want;
+    }
+  memcpy (c->buf + c->len, data, n);
+  c->len += n;
+  return 0;
+}
+
+/* Reads what is there; returns <0 on error, 0 at EOF (fd closed), 1 otherwise. */
+static int
+drain (int *fd, struct capture *c)
+{
+  char chunk[65536];
+  for (int i = 0; i < 16; i++)
+    {
+      ssize_t n = read (*fd, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return 1;
+      if (n <= 0)
+        {
+          close_fd (fd);
+          return 0;
+        }
+      if (capture_add (c, chunk, (size_t) n) < 0)
+        return -ENOMEM;
+    }
+  return 1;
+}
+
+static void
+feed_stdin (struct loop *l)
+{
+  while (l->code_off < l->code_len)
+    {
+      size_t n = l->code_len - l->code_off;
+      ssize_t w = write (l->s->stdin_fd, l->code + l->code_off, n > 65536 ? 65536 : n);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0 && errno == EAGAIN)
+        return;
+      if (w < 0)
+        break; /* EPIPE: the program closed its stdin; the rest is dropped */
+      l->code_off += (size_t) w;
+    }
+  close_fd (&l->s->stdin_fd);
+}
+
+static void
+read_reports (struct loop *l)
+{
+  for (;;)
+    {
+      ssize_t n = read (l->s->report_fd, l->report_buf + l->report_fill,
+                        sizeof l->report_buf - l->report_fill);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return;
+      if (n <= 0)
+        {
+          close_fd (&l->s->report_fd);
+          return;
+        }
+      l->report_fill += (size_t) n;
+      if (l->report_fill < sizeof l->report_buf)
+        continue;
+      struct nsbox_report r;
+      memcpy (&r, l->report_buf, sizeof r);
+      l->report_fill = 0;
+      if (r.kind == NSBOX_REPORT_ERROR && l->error_report.kind == 0)
+        l->error_report = r;
+      else if (r.kind == NSBOX_REPORT_STATUS)
+        l->status_report = r;
+    }
+}
+
+static void
+kill_sandbox (struct loop *l)
+{
+  if (!nsbox_limits_kill (l->limits))
+    syscall (SYS_pidfd_send_signal, l->child->pidfd, SIGKILL, NULL, 0);
+}
+
+static bool
+finished (const struct loop *l)
+{
+  return l->exited && l->s->stdout_fd < 0 && l->s->stderr_fd < 0 && l->s->report_fd < 0;
+}
+
+static int
+poll_once (struct loop *l)
+{
+  struct pollfd p[5];
+  int n = 0, i_in = -1, i_out = -1, i_err = -1, i_rep = -1, i_pid = -1;
+  if (l->s->stdin_fd >= 0)
+    p[i_in = n++] = (struct pollfd){ l->s->stdin_fd, POLLOUT, 0 };
+  if (l->s->stdout_fd >= 0)
+    p[i_out = n++] = (struct pollfd){ l->s->stdout_fd, POLLIN, 0 };
+  if (l->s->stderr_fd >= 0)
+    p[i_err = n++] = (struct pollfd){ l->s->stderr_fd, POLLIN, 0 };
+  if (l->s->report_fd >= 0)
+    p[i_rep = n++] = (struct pollfd){ l->s->report_fd, POLLIN, 0 };
+  if (!l->exited)
+    p[i_pid = n++] = (struct pollfd){ l->child->pidfd, POLLIN, 0 };
+  uint64_t now = nsbox_now_ms ();
+  uint64_t until = l->killed ? l->kill_deadline : l->deadline;
+  int wait = until > now ? (int) (until - now > 60000 ? 60000 : until - now) : 0;
+  if (poll (p, (nfds_t) n, wait) < 0 && errno != EINTR)
+    return -errno;
+  if (i_in >= 0 && p[i_in].revents)
+    feed_stdin (l);
+  if (i_out >= 0 && p[i_out].revents && drain (&l->s->stdout_fd, &l->out) < 0)
+    return -ENOMEM;
+  if (i_err >= 0 && p[i_err].revents && drain (&l->s->stderr_fd, &l->errs) < 0)
+    return -ENOMEM;
+  if (i_rep >= 0 && p[i_rep].revents)
+    read_reports (l);
+  if (i_pid >= 0 && p[i_pid].revents)
+    l->exited = true;
+  return 0;
+}
+
+static int
+run_loop (struct loop *l)
+{
+  while (!finished (l))
+    {
+      uint64_t now = nsbox_now_ms ();
+      if (!l->killed && now >= l->deadline)
+        {
+          l->timed_out = !l->exited;
+          kill_sandbox (l);
+          l->killed = true;
+          l->kill_deadline = now + KILL_GRACE_MS;
+        }
+      else if (l->killed && now >= l->kill_deadline)
+        break;
+      int r = poll_once (l);
+      if (r < 0)
+        {
+          kill_sandbox (l);
+          return r;
+        }
+    }
+  return 0;
+}
+
+static void
+set_exit (struct nsbox_result *res, int status)
+{
+  if (WIFSIGNALED (status))
+    {
+      res->signal = WTERMSIG (status);
+      res->exit_code = 128 + res->signal;
+    }
+  else
+    res->exit_code = WEXITSTATUS (status);
+}
+
+/* Turns what the child reported and how init ended into the result. */
+static int
+conclude (struct loop *l, const siginfo_t *info, struct nsbox_result *res,
+          struct nsbox_error **err)
+{
+  if (l->error_report.kind == NSBOX_REPORT_ERROR)
+    {
+      const struct nsbox_report *r = &l->error_report;
+      if (r->detail[0])
+        return nsbox_error_sys (err, r->err, "sandbox setup: %s '%.*s'", nsbox_step_name (r->step),
+                                (int) sizeof r->detail, r->detail);
+      return nsbox_error_sys (err, r->err, "sandbox setup: %s", nsbox_step_name (r->step));
+    }
+  if (l->status_report.kind == NSBOX_REPORT_STATUS)
+    set_exit (res, l->status_report.status);
+  else if (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED || l->timed_out)
+    {
+      res->signal = info->si_code == CLD_EXITED ? SIGKILL : info->si_status;
+      res->exit_code = 128 + res->signal;
+    }
+  else
+    return nsbox_error_set (err, EPROTO, "sandbox init exited with status %d before the program "
+                                         "ended", info->si_status);
+  res->timed_out = l->timed_out && l->status_report.kind != NSBOX_REPORT_STATUS;
+  return 0;
+}
+
+static void
+set_nonblocking (int fd)
+{
+  if (fd >= 0)
+    fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
+}
+
+int
+nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbox_limits *limits,
+                 const char *code, size_t code_len, uint64_t timeout_ms, uint64_t max_output_bytes,
+                 struct nsbox_result *res, struct nsbox_error **err)
+{
+  struct loop l = { .child = child, .s = s, .limits = limits, .code = code, .code_len = code_len };
+  l.out.cap = l.errs.cap = max_output_bytes;
+  uint64_t start = nsbox_now_ms ();
+  l.deadline = start + timeout_ms;
+  set_nonblocking (s->stdin_fd);
+  set_nonblocking (s->stdout_fd);
+  set_nonblocking (s->stderr_fd);
+  set_nonblocking (s->report_fd);
+  if (code_len == 0)
+    close_fd (&s->stdin_fd);
+
+  /* A program that closes its stdin must not kill the launcher (or the
+   * embedding program) with SIGPIPE: block it in this thread and consume
+   * the one we caused. */
+  sigset_t pipe_set, old_set, pending;
+  sigemptyset (&pipe_set);
+  sigaddset (&pipe_set, SIGPIPE);
+  pthread_sigmask (SIG_BLOCK, &pipe_set, &old_set);
+  sigpending (&pending);
+  bool pipe_was_pending = sigismember (&pending, SIGPIPE);
+  int r = run_loop (&l);
+  sigpending (&pending);
+  if (!pipe_was_pending && sigismember (&pending, SIGPIPE))
+    {
+      struct timespec zero = { 0, 0 };
+      sigtimedwait (&pipe_set, NULL, &zero);
+    }
+  pthread_sigmask (SIG_SETMASK, &old_set, NULL);
+  close_fd (&s->stdin_fd);
+  close_fd (&s->stdout_fd);
+  close_fd (&s->stderr_fd);
+  close_fd (&s->report_fd);
+
+  siginfo_t info;
+  struct rusage ru;
+  memset (&info, 0, sizeof info);
+  memset (&ru, 0, sizeof ru);
+  while (syscall (SYS_waitid, P_PIDFD, child->pidfd, &info, WEXITED | __WALL, &ru) < 0
+         && errno == EINTR)
+    ;
+  close_fd (&child->pidfd);
+  res->duration_ms = nsbox_now_ms () - start;
+  res->cpu_ms = (uint64_t) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000
+                + (uint64_t) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+  res->memory_peak_bytes = (uint64_t) ru.ru_maxrss * 1024;
+  res->stdout_buf = l.out.buf;
+  res->stdout_len = l.out.len;
+  res->stdout_truncated = l.out.truncated;
+  res->stderr_buf = l.errs.buf;
+  res->stderr_len = l.errs.len;
+  res->stderr_truncated = l.errs.truncated;
+  if (r < 0)
+    return nsbox_error_sys (err, -r, "supervise the sandbox");
+  return conclude (&l, &info, res, err);
+}

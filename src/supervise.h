@@ -1,0 +1,34 @@
+/* The parent's poll loop: feed stdin, capture capped output, enforce the
+ * wall-clock timeout, kill and reap. */
+#ifndef NSBOX_SUPERVISE_H
+#define NSBOX_SUPERVISE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resources.h"
+#include "result.h"
+#include "sandbox.h"
+#include "spawn.h"
+
+struct nsbox_streams
+{
+  int stdin_fd;  /* write end, or -1 */
+  int stdout_fd; /* read ends */
+  int stderr_fd;
+  int report_fd;
+};
+
+/* Runs until the sandbox is gone and its output drained. Fills the output,
+ * timing and exit fields of `res`. Returns a setup error reported by the
+ * child (after reaping it) as a negative errno with `err` filled. Closes
+ * every fd in `streams` and the child's pidfd. */
+int nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *streams,
+                     struct nsbox_limits *limits, const char *code, size_t code_len,
+                     uint64_t timeout_ms, uint64_t max_output_bytes, struct nsbox_result *res,
+                     struct nsbox_error **err) __attribute__ ((visibility ("hidden")));
+
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t nsbox_now_ms (void) __attribute__ ((visibility ("hidden")));
+
+#endif
