@@ -1,6 +1,7 @@
 /* The nsbox command line. The only place that prints and picks exit codes. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -311,6 +312,9 @@ main (int argc, char **argv)
   if (getuid () != geteuid () || getgid () != getegid ())
     return fail ("refusing to run set-user-ID or set-group-ID; install nsbox without the "
                  "setuid/setgid bit");
+  /* Our own stdout may be a closed pipe; write errors are ignored, not
+   * fatal. The sandbox resets every disposition before it runs anything. */
+  signal (SIGPIPE, SIG_IGN);
   if (argc >= 2 && strcmp (argv[1], "run") == 0)
     return cmd_run (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "check-policy") == 0)

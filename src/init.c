@@ -133,17 +133,44 @@ apply_rlimits (const struct nsbox_plan *plan)
       nsbox_child_fail (NSBOX_STEP_RLIMIT, errno, NULL);
 }
 
-/* Becomes the sandbox user with no capabilities and no way to gain any. */
+/* Ignored signals and the signal mask survive execve: the program starts
+ * with neither, whatever the embedding program had. */
 static void
-drop_privileges (const struct nsbox_plan *plan)
+reset_signals (void)
 {
-  nsbox_caps_drop_bounding ();
+  struct sigaction dfl;
+  memset (&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP)
+      sigaction (sig, &dfl, NULL);
+  sigset_t none;
+  sigemptyset (&none);
+  if (sigprocmask (SIG_SETMASK, &none, NULL) < 0)
+    nsbox_child_fail (NSBOX_STEP_SIGNALS, errno, NULL);
+}
+
+/* Switches to the sandbox ids first: run by root, the child starts as host
+ * uid 0, which is unmapped in the user namespace and so could not even
+ * create a file in our own tmpfs. Host uid 0 is never mapped, so the kernel
+ * does not treat this as leaving root: the capabilities of the namespace
+ * stay until drop_capabilities. */
+static void
+become_sandbox_user (const struct nsbox_plan *plan)
+{
   if (plan->may_setgroups && syscall (SYS_setgroups, 0, NULL) < 0)
     nsbox_child_fail (NSBOX_STEP_SETGROUPS, errno, NULL);
   if (syscall (SYS_setresgid, plan->gid, plan->gid, plan->gid) < 0)
     nsbox_child_fail (NSBOX_STEP_SETGID, errno, NULL);
   if (syscall (SYS_setresuid, plan->uid, plan->uid, plan->uid) < 0)
     nsbox_child_fail (NSBOX_STEP_SETUID, errno, NULL);
+}
+
+/* No capabilities in any set and no way to gain any. */
+static void
+drop_capabilities (const struct nsbox_plan *plan)
+{
+  nsbox_caps_drop_bounding ();
   nsbox_caps_drop_all (plan);
   if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_NO_NEW_PRIVS, errno, NULL);
@@ -230,6 +257,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
   wait_for_parent ();
+  become_sandbox_user (plan);
   if (plan->unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
     nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);
   nsbox_mounts_setup (plan);
@@ -237,7 +265,8 @@ nsbox_child_main (const struct nsbox_plan *plan)
     nsbox_child_fail (NSBOX_STEP_HOSTNAME, errno, "nsbox");
   loopback_up ();
   apply_rlimits (plan);
-  drop_privileges (plan);
+  reset_signals ();
+  drop_capabilities (plan);
   umask (022);
   pid_t program = fork_raw ();
   if (program < 0)
@@ -285,6 +314,7 @@ static const char *const step_names[NSBOX_STEP_COUNT_] = {
   [NSBOX_STEP_HOSTNAME] = "set hostname",
   [NSBOX_STEP_LOOPBACK] = "bring up loopback",
   [NSBOX_STEP_RLIMIT] = "set resource limits",
+  [NSBOX_STEP_SIGNALS] = "reset signal handling",
   [NSBOX_STEP_CAPBSET] = "drop capability bounding set",
   [NSBOX_STEP_SETGROUPS] = "clear supplementary groups",
   [NSBOX_STEP_SETGID] = "switch to sandbox gid",

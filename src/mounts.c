@@ -64,7 +64,9 @@ static void
 setup_rootfs (const char *root)
 {
   must_mount (NSBOX_STEP_MOUNT_PRIVATE, "/", NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
-  must_mount (NSBOX_STEP_BIND_ROOTFS, root, root, root, NULL, MS_BIND | MS_REC, NULL);
+  /* Not recursive: mounts below the rootfs directory on the host are not
+   * part of the sandbox (and would not be read-only). */
+  must_mount (NSBOX_STEP_BIND_ROOTFS, root, root, root, NULL, MS_BIND, NULL);
   unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV;
   must_mount (NSBOX_STEP_REMOUNT_ROOTFS, root, NULL, root, NULL, flags | locked_flags (root), NULL);
 }

@@ -20,9 +20,9 @@
 #include "error.h"
 #include "util.h"
 
-static const char *const v1_names[NSBOX_V1_COUNT_] = { "memory", "cpu", "pids" };
-static const enum nsbox_limit v1_limit[NSBOX_V1_COUNT_]
-    = { NSBOX_LIMIT_MEMORY, NSBOX_LIMIT_CPUS, NSBOX_LIMIT_PIDS };
+static const char *const v1_names[NSBOX_V1_COUNT_] = { "memory", "cpu", "pids", "cpuacct" };
+static const int v1_limit[NSBOX_V1_COUNT_]
+    = { NSBOX_LIMIT_MEMORY, NSBOX_LIMIT_CPUS, NSBOX_LIMIT_PIDS, -1 };
 
 #define LAUNCHER_LEAF "nsbox.launcher"
 
@@ -138,9 +138,10 @@ static void
 scan_mount (char *line, const char *own_v2, char *const own_v1[], struct cgroup_view *v)
 {
   char *fields[6] = { 0 };
-  char *save = NULL, *tok = strtok_r (line, " ", &save);
-  for (int i = 0; tok && i < 6; i++, tok = strtok_r (NULL, " ", &save))
-    fields[i] = tok;
+  char *save = NULL;
+  for (int i = 0; i < 6; i++)
+    if (!(fields[i] = strtok_r (i == 0 ? line : NULL, " ", &save)))
+      return;
   char *sep = save ? strstr (save, "- ") : NULL;
   if (!fields[4] || !sep)
     return;
@@ -350,6 +351,8 @@ v1_write_limits (int ctrl, const char *dir, const struct nsbox_config *c)
     case NSBOX_V1_PIDS:
       snprintf (text, sizeof text, "%" PRIu64, c->pids_limit);
       return write_file (dir, "pids.max", text);
+    case NSBOX_V1_CPUACCT:
+      return 0;
     default:
       return -EINVAL;
     }
@@ -360,7 +363,11 @@ try_v1 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_
 {
   for (int i = 0; i < NSBOX_V1_COUNT_; i++)
     {
-      if (l->mech[v1_limit[i]] != NSBOX_MECH_NONE || !v->v1_dir[i])
+      if (!v->v1_dir[i] || (v1_limit[i] >= 0 && l->mech[v1_limit[i]] != NSBOX_MECH_NONE))
+        continue;
+      /* cpuacct co-mounted with cpu: the cpu run cgroup measures already. */
+      if (i == NSBOX_V1_CPUACCT && v->v1_dir[NSBOX_V1_CPU]
+          && strcmp (v->v1_dir[i], v->v1_dir[NSBOX_V1_CPU]) == 0)
         continue;
       cleanup_free char *name = unique_name ();
       char *dir = NULL;
@@ -378,7 +385,8 @@ try_v1 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_
           continue;
         }
       l->v1_dir[i] = dir;
-      l->mech[v1_limit[i]] = NSBOX_MECH_CGROUP1;
+      if (v1_limit[i] >= 0)
+        l->mech[v1_limit[i]] = NSBOX_MECH_CGROUP1;
     }
 }
 
@@ -508,6 +516,10 @@ nsbox_limits_collect (struct nsbox_limits *l, struct nsbox_result *res)
       if (read_keyed (mem, "memory.oom_control", "oom_kill", &v) && v > 0)
         res->oom_killed = true;
     }
+  const char *acct = l->v1_dir[NSBOX_V1_CPUACCT] ? l->v1_dir[NSBOX_V1_CPUACCT]
+                                                 : l->v1_dir[NSBOX_V1_CPU];
+  if (acct && read_number (acct, "cpuacct.usage", &v))
+    res->cpu_ms = v / 1000000;
 }
 
 static void

@@ -16,6 +16,7 @@ enum nsbox_v1_controller
   NSBOX_V1_MEMORY = 0,
   NSBOX_V1_CPU,
   NSBOX_V1_PIDS,
+  NSBOX_V1_CPUACCT, /* measures CPU time; enforces nothing */
   NSBOX_V1_COUNT_,
 };
 

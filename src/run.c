@@ -80,7 +80,9 @@ check_rootfs (struct run *r, const char *rootfs, struct nsbox_error **err)
       char path[PATH_MAX + 16];
       struct stat st;
       snprintf (path, sizeof path, "%s%s", r->rootfs, needed[i]);
-      if (stat (path, &st) < 0)
+      /* lstat: a symlinked /tmp, /proc or /dev would send our mounts
+       * outside the new root. */
+      if (lstat (path, &st) < 0)
         return nsbox_error_sys (err, errno, "rootfs '%s' has no '%s' directory", r->rootfs,
                                 needed[i][0] ? needed[i] : "/");
       if (!S_ISDIR (st.st_mode))
