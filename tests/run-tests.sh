@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Run nsbox's test suites (make check; NSBOX_BUILD=build or build-san):
+#   1. $NSBOX_BUILD/tests/unit
+#   2. $NSBOX_BUILD/tests/integration as the invoking user (root in CI)
+#   3. $NSBOX_BUILD/tests/integration with NSBOX_TEST_USER=nsbox-test: the
+#      harness stays root and drops to that unprivileged user to run nsbox.
+#      Needs root; skipped otherwise (a failure when NSBOX_TEST_MUST_WORK=1).
+# Exported to the test binaries: NSBOX_TEST_ROOTFS (tests/fixtures/rootfs.sh),
+# NSBOX_BIN (the nsbox binary, copied where the test user can run it if the
+# build directory is out of its reach) and, for pass 3, NSBOX_TEST_USER.
+#
+# Knobs: NSBOX_TEST_JOBS (Criterion --jobs, default 2), NSBOX_TEST_PASS_TIMEOUT
+# (seconds per pass, default 600), NSBOX_TEST_ARGS (extra Criterion options,
+# e.g. "--filter 'limits/*'"), NSBOX_TEST_MUST_WORK=1 (CI: no pass may be
+# skipped).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+build_arg="${NSBOX_BUILD:-build}"
+must_work="${NSBOX_TEST_MUST_WORK:-0}"
+jobs="${NSBOX_TEST_JOBS:-2}"
+pass_timeout="${NSBOX_TEST_PASS_TIMEOUT:-600}"
+extra_args=()
+if [ -n "${NSBOX_TEST_ARGS:-}" ]; then
+	# Word-split on purpose: it holds several options.
+	read -r -a extra_args <<<"$NSBOX_TEST_ARGS"
+fi
+
+log() { printf 'run-tests: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+[ -d "$build_arg" ] || die "build directory $build_arg not found (run make first)"
+build="$(cd "$build_arg" && pwd -P)"
+unit="$build/tests/unit"
+integration="$build/tests/integration"
+nsbox_bin="$build/nsbox"
+for f in "$unit" "$integration" "$nsbox_bin"; do
+	[ -x "$f" ] || die "$f missing (run: make check)"
+done
+
+NSBOX_TEST_ROOTFS="$("$here/fixtures/rootfs.sh")" || die "could not get the test rootfs (tests/fixtures/rootfs.sh)"
+export NSBOX_TEST_ROOTFS
+export NSBOX_BIN="$nsbox_bin"
+log "NSBOX_TEST_ROOTFS=$NSBOX_TEST_ROOTFS"
+log "NSBOX_BIN=$NSBOX_BIN"
+
+tmpdirs=()
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+	local d
+	for d in "${tmpdirs[@]}"; do
+		rm -rf -- "$d"
+	done
+}
+trap cleanup EXIT
+
+# Per-pass results, and the totals for the closing line.
+summary=()
+total_passed=0
+total_failed=0
+any_failed=0
+
+# run_pass LABEL [VAR=VALUE...] -- BINARY
+run_pass() {
+	local label="$1"
+	shift
+	local envs=()
+	while [ "$1" != "--" ]; do
+		envs+=("$1")
+		shift
+	done
+	shift
+	local out rc line tested=0 passing=0 failing=0 crashing=0
+	out="$(mktemp)"
+	tmpdirs+=("$out")
+	printf '\n==== %s ====\n' "$label"
+	set +e
+	env "${envs[@]}" timeout --kill-after=30 "$pass_timeout" \
+		"$1" --jobs "$jobs" "${extra_args[@]}" 2>&1 | tee "$out"
+	rc="${PIPESTATUS[0]}"
+	set -e
+	# Criterion: "[====] Synthesis: Tested: 5 | Passing: 4 | Failing: 1 | Crashing: 0"
+	line="$(grep -a 'Synthesis: Tested:' "$out" | tail -n1 || true)"
+	if [ -n "$line" ]; then
+		tested="$(sed -n 's/.*Tested: *\([0-9]*\).*/\1/p' <<<"$line")"
+		passing="$(sed -n 's/.*Passing: *\([0-9]*\).*/\1/p' <<<"$line")"
+		failing="$(sed -n 's/.*Failing: *\([0-9]*\).*/\1/p' <<<"$line")"
+		crashing="$(sed -n 's/.*Crashing: *\([0-9]*\).*/\1/p' <<<"$line")"
+	fi
+	local bad=$((failing + crashing))
+	total_passed=$((total_passed + passing))
+	if [ "$rc" -ne 0 ]; then
+		any_failed=1
+		# A failing exit with no failing test counted (timeout, crash of the
+		# runner, sanitizer report at exit) still counts as one failure.
+		[ "$bad" -gt 0 ] || bad=1
+		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+			summary+=("FAIL  $label: timed out after ${pass_timeout}s")
+		else
+			summary+=("FAIL  $label: exit $rc; tested $tested, passing $passing, failing $failing, crashing $crashing")
+		fi
+	else
+		summary+=("ok    $label: tested $tested, passing $passing")
+	fi
+	total_failed=$((total_failed + bad))
+}
+
+skip_pass() { # LABEL REASON
+	if [ "$must_work" = 1 ]; then
+		summary+=("FAIL  $1: not run: $2 (NSBOX_TEST_MUST_WORK=1)")
+		any_failed=1
+		total_failed=$((total_failed + 1))
+	else
+		summary+=("SKIP  $1: $2")
+	fi
+	log "SKIPPED $1: $2"
+}
+
+run_pass "unit" -- "$unit"
+run_pass "integration as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -- "$integration"
+
+user_label="integration as unprivileged test user"
+if [ "$(id -u)" -ne 0 ]; then
+	skip_pass "$user_label" "needs root to create and switch to the test user"
+elif ! test_user="$("$here/fixtures/testuser.sh")"; then
+	skip_pass "$user_label" "tests/fixtures/testuser.sh failed (see above)"
+else
+	uid="$(id -u "$test_user")"
+	gid="$(id -g "$test_user")"
+	as_user() {
+		(cd / && setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all -- "$@")
+	}
+	user_bin="$NSBOX_BIN"
+	if ! as_user test -x "$user_bin"; then
+		# The build directory is out of the user's reach (e.g. under /root):
+		# give it a copy in a directory it can traverse.
+		bindir="$(mktemp -d /tmp/nsbox-test-bin.XXXXXX)"
+		tmpdirs+=("$bindir")
+		chmod 755 "$bindir"
+		cp "$NSBOX_BIN" "$bindir/nsbox"
+		chmod 755 "$bindir/nsbox"
+		user_bin="$bindir/nsbox"
+		log "$test_user cannot run $NSBOX_BIN; using a copy at $user_bin"
+	fi
+	if ! as_user test -x "$NSBOX_TEST_ROOTFS/usr/bin/python3"; then
+		skip_pass "$user_label" "$test_user cannot reach $NSBOX_TEST_ROOTFS/usr/bin/python3 (check the modes of the rootfs and its parents)"
+	else
+		run_pass "integration as $test_user (uid $uid)" \
+			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
+	fi
+fi
+
+printf '\n==== summary (%s) ====\n' "$build_arg"
+printf '%s\n' "${summary[@]}"
+printf 'tests: %d passed, %d failed\n' "$total_passed" "$total_failed"
+exit "$any_failed"
