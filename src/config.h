@@ -19,7 +19,7 @@ enum nsbox_runtime
 
 struct nsbox_config
 {
-  char *image;                 /* OCI reference; NULL when rootfs is set */
+  char *image;                 /* OCI reference, always set; rootfs wins when set */
   char *rootfs;                /* unpacked root filesystem directory */
   enum nsbox_runtime runtime;
   uint64_t timeout_ms;         /* > 0 */
