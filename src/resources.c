@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +179,27 @@ view_load (struct cgroup_view *v)
     free (own_v1[i]);
 }
 
+/* A launcher killed with SIGKILL cannot remove its run cgroups; its sandbox
+ * died with it (PDEATHSIG, PID namespace), so the next run removes them.
+ * rmdir fails harmlessly on a cgroup that still holds tasks. */
+static void
+sweep_stale (const char *dir)
+{
+  DIR *d = opendir (dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      int pid = 0;
+      if (e->d_type != DT_DIR || sscanf (e->d_name, "nsbox-%d-", &pid) != 1 || pid <= 0)
+        continue;
+      if (kill (pid, 0) < 0 && errno == ESRCH)
+        unlinkat (dirfd (d), e->d_name, AT_REMOVEDIR);
+    }
+  closedir (d);
+}
+
 static char *
 unique_name (void)
 {
@@ -307,6 +330,7 @@ try_v2 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_
   cleanup_free char *name = unique_name ();
   if (!base || !name)
     return false;
+  sweep_stale (base);
   if (asprintf (&l->v2_dir, "%s/%s", base, name) < 0)
     return (l->v2_dir = NULL), (*why = "out of memory"), false;
   bool cpu_ok = false;
@@ -371,6 +395,7 @@ try_v1 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_
         continue;
       cleanup_free char *name = unique_name ();
       char *dir = NULL;
+      sweep_stale (v->v1_dir[i]);
       if (!name || asprintf (&dir, "%s/%s", v->v1_dir[i], name) < 0)
         continue;
       if (mkdir (dir, 0755) < 0)
@@ -426,7 +451,10 @@ nsbox_limits_prepare (struct nsbox_limits *l, const struct nsbox_config *c, stru
   if (!try_v2 (l, &view, c, &why))
     try_v1 (l, &view, c);
   view_free (&view);
-  if (why && !(l->why_not_cgroup = strdup (why)))
+  if (why
+      && asprintf (&l->why_not_cgroup, "%s; cgroup v1 %s", why,
+                   geteuid () == 0 ? "controller missing" : "not writable by this user")
+             < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
   add_rlimit (plan, RLIMIT_CORE, 0);
   if (l->mech[NSBOX_LIMIT_MEMORY] == NSBOX_MECH_NONE)
