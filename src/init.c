@@ -216,13 +216,15 @@ exec_program (const struct nsbox_plan *plan)
   nsbox_child_fail (NSBOX_STEP_EXEC, saved, name);
 }
 
+/* A plain fork without glibc's fork handlers (their locks may have been
+ * held by another thread of the launcher when it cloned us). clone, not
+ * clone3: the filter is already installed and answers clone3 with ENOSYS.
+ * With only flags set, the argument order of clone is the same on every
+ * architecture. */
 static pid_t
 fork_raw (void)
 {
-  struct clone_args args;
-  memset (&args, 0, sizeof args);
-  args.exit_signal = SIGCHLD;
-  return (pid_t) syscall (SYS_clone3, &args, sizeof args);
+  return (pid_t) syscall (SYS_clone, (unsigned long) SIGCHLD, 0UL, 0UL, 0UL, 0UL);
 }
 
 /* Reaps everything; when the program itself ends, reports its status and
@@ -268,6 +270,10 @@ nsbox_child_main (const struct nsbox_plan *plan)
   reset_signals ();
   drop_capabilities (plan);
   umask (022);
+  /* One filter for init and the program: it is inherited across fork and
+   * execve, and everything init still does (fork, setsid, execve, wait4,
+   * write, exit) is allowed by it. */
+  install_filter (plan);
   pid_t program = fork_raw ();
   if (program < 0)
     nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
@@ -275,7 +281,6 @@ nsbox_child_main (const struct nsbox_plan *plan)
     {
       if (setsid () < 0)
         nsbox_child_fail (NSBOX_STEP_SETSID, errno, NULL);
-      install_filter (plan);
       exec_program (plan);
     }
   /* init keeps no copy of the program's stdio, and nothing in the sandbox
@@ -285,7 +290,6 @@ nsbox_child_main (const struct nsbox_plan *plan)
   close (2);
   if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
-  install_filter (plan);
   reap (program);
   _exit (127);
 }

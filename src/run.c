@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,18 +124,7 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
   return 0;
 }
 
-static struct nsbox_bpf default_bpf;
-static int default_bpf_status;
-static struct nsbox_error *default_bpf_error;
-static pthread_once_t default_bpf_once = PTHREAD_ONCE_INIT;
-
-static void
-compile_default_once (void)
-{
-  default_bpf_status = nsbox_seccomp_compile_default (&default_bpf, NULL, NULL, &default_bpf_error);
-}
-
-/* The built-in policy is compiled once per process and shared read-only. */
+/* The built-in policy was compiled to BPF at build time. */
 static int
 prepare_filter (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
 {
@@ -147,11 +135,8 @@ prepare_filter (struct run *r, const struct nsbox_config *c, struct nsbox_error 
         return nsbox_error_prefix (err, "seccomp policy");
       return 0;
     }
-  pthread_once (&default_bpf_once, compile_default_once);
-  if (default_bpf_status < 0)
-    return nsbox_error_set (err, -default_bpf_status, "built-in seccomp policy: %s",
-                            nsbox_error_message (default_bpf_error));
-  r->plan.bpf = default_bpf;
+  r->plan.bpf.insns = (struct sock_filter *) nsbox_default_bpf_insns;
+  r->plan.bpf.len = nsbox_default_bpf_len;
   return 0;
 }
 

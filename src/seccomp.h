@@ -36,6 +36,10 @@ int nsbox_seccomp_compile_default (struct nsbox_bpf *out, nsbox_warning_fn warn,
 
 void nsbox_bpf_release (struct nsbox_bpf *bpf) __attribute__ ((visibility ("hidden")));
 
+/* The default policy compiled at build time by bpfgen. */
+extern const struct sock_filter nsbox_default_bpf_insns[] __attribute__ ((visibility ("hidden")));
+extern const unsigned short nsbox_default_bpf_len __attribute__ ((visibility ("hidden")));
+
 /* The embedded default policy text (NUL-terminated). */
 extern const char nsbox_default_policy[] __attribute__ ((visibility ("hidden")));
 
