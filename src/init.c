@@ -251,10 +251,22 @@ reap (pid_t program)
     }
 }
 
+/* /proc/1/cmdline is readable by anyone in the sandbox and would show the
+ * launcher's command line (paths, flags, --env values). */
+static void
+wipe_launcher_strings (const struct nsbox_plan *plan)
+{
+  if (plan->arg_end > plan->arg_start)
+    memset ((void *) plan->arg_start, 0, plan->arg_end - plan->arg_start);
+  if (plan->env_end > plan->env_start)
+    memset ((void *) plan->env_start, 0, plan->env_end - plan->env_start);
+}
+
 void
 nsbox_child_main (const struct nsbox_plan *plan)
 {
   child_report_fd = plan->report_fd;
+  wipe_launcher_strings (plan);
   place_fds (plan);
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);

@@ -140,6 +140,36 @@ prepare_filter (struct run *r, const struct nsbox_config *c, struct nsbox_error 
   return 0;
 }
 
+/* Fields 48-51 of /proc/self/stat: where the kernel finds argv and environ.
+ * Only read here; the wipe happens in the child's copy of this memory. */
+static void
+locate_launcher_strings (struct nsbox_plan *plan)
+{
+  char buf[4096];
+  FILE *f = fopen ("/proc/self/stat", "re");
+  if (!f)
+    return;
+  size_t n = fread (buf, 1, sizeof buf - 1, f);
+  fclose (f);
+  buf[n] = '\0';
+  char *p = strrchr (buf, ')');
+  if (!p)
+    return;
+  /* After "pid (comm)" come fields 3..52; arg_start is field 48. */
+  unsigned long v[4];
+  int field = 2;
+  char *save = NULL;
+  for (char *tok = strtok_r (p + 1, " ", &save); tok; tok = strtok_r (NULL, " ", &save))
+    if (++field >= 48 && field <= 51)
+      v[field - 48] = strtoul (tok, NULL, 10);
+  if (field < 51)
+    return;
+  plan->arg_start = v[0];
+  plan->arg_end = v[1];
+  plan->env_start = v[2];
+  plan->env_end = v[3];
+}
+
 static int
 prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
 {
@@ -150,6 +180,7 @@ prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **
   if (ret < 0 || (ret = build_env (r, c, err)) < 0 || (ret = prepare_filter (r, c, err)) < 0)
     return ret;
   r->plan.argv = c->command;
+  locate_launcher_strings (&r->plan);
   r->plan.uid = c->uid;
   r->plan.gid = c->gid;
   r->plan.may_setgroups = geteuid () == 0;

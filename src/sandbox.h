@@ -86,6 +86,9 @@ struct nsbox_plan
   int nrlimits;
   int rlimit_resources[NSBOX_MAX_RLIMITS];
   struct rlimit rlimits[NSBOX_MAX_RLIMITS];
+  /* The launcher's argv and environ strings: init, a copy of the launcher,
+   * wipes them so /proc/1/cmdline and /proc/1/environ show nothing. */
+  unsigned long arg_start, arg_end, env_start, env_end;
   /* fds, in the parent's numbering */
   int stdin_fd, stdout_fd, stderr_fd;
   int sync_fd;                /* read end: the parent writes one byte when maps are set */
