@@ -1,0 +1,123 @@
+/* What nsbox refuses to run, and how it says so: exit status 125 and one
+ * clear line on stderr, before anything starts. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+
+static void
+assert_setting_refused (enum run_mode mode, const char *key, const char *value)
+{
+  char flag[64], quoted_key[64], quoted_value[64];
+  snprintf (flag, sizeof flag, "--%s", key);
+  snprintf (quoted_key, sizeof quoted_key, "'%s'", key);
+  snprintf (quoted_value, sizeof quoted_value, "'%s'", value);
+  const char *const args[] = { flag, value, NULL };
+  const char *const needles[] = { quoted_key, quoted_value, NULL };
+  struct run_out out;
+  run_mode (mode, "print('ran')\n", args, &out);
+  assert_refused (&out, needles);
+  run_out_free (&out);
+}
+
+Test (config, unknown_flag_is_refused, .timeout = 30)
+{
+  const char *const args[] = { "--no-such-flag", "1", NULL };
+  const char *const needles[] = { "--no-such-flag", NULL };
+  struct run_out out;
+  run_cli ("print('ran')\n", 13, args, &out);
+  assert_refused (&out, needles);
+  run_out_free (&out);
+}
+
+MODE_TEST (config, negative_memory_is_refused, .timeout = 30)
+{
+  assert_setting_refused (*mode, "memory", "-1");
+}
+
+MODE_TEST (config, zero_cpus_is_refused, .timeout = 30)
+{
+  assert_setting_refused (*mode, "cpus", "0");
+}
+
+MODE_TEST (config, zero_timeout_is_refused, .timeout = 30)
+{
+  assert_setting_refused (*mode, "timeout", "0s");
+}
+
+MODE_TEST (config, tmp_size_with_unknown_unit_is_refused, .timeout = 30)
+{
+  assert_setting_refused (*mode, "tmp-size", "10x");
+}
+
+MODE_TEST (config, yaml_with_unknown_key_is_refused_with_its_position, .timeout = 30)
+{
+  char *dir = make_public_dir ();
+  char path[PATH_MAX], position[PATH_MAX + 16];
+  snprintf (path, sizeof path, "%s/nsbox.yaml", dir);
+  write_text_file (path, "timeout: 2s\nbogus_key: 1\n", 0644);
+  snprintf (position, sizeof position, "%s:2:1", path);
+  const char *const args[] = { "--config", path, NULL };
+  const char *const needles[] = { position, "bogus_key", NULL };
+  struct run_out out;
+  run_mode (*mode, "print('ran')\n", args, &out);
+  remove_tree (dir);
+  free (dir);
+  assert_refused (&out, needles);
+  run_out_free (&out);
+}
+
+MODE_TEST (config, missing_rootfs_is_refused_by_name, .timeout = 30)
+{
+  const char *const args[] = { "--rootfs", "/nonexistent/nsbox-rootfs", NULL };
+  const char *const needles[] = { "/nonexistent/nsbox-rootfs", NULL };
+  struct run_out out;
+  run_mode (*mode, "print('ran')\n", args, &out);
+  assert_refused (&out, needles);
+  run_out_free (&out);
+}
+
+MODE_TEST (config, rootfs_without_tmp_is_refused, .timeout = 30)
+{
+  char *dir = make_public_dir ();
+  char sub[PATH_MAX];
+  snprintf (sub, sizeof sub, "%s/proc", dir);
+  cr_assert (mkdir (sub, 0755) == 0);
+  snprintf (sub, sizeof sub, "%s/dev", dir);
+  cr_assert (mkdir (sub, 0755) == 0);
+  const char *const args[] = { "--rootfs", dir, NULL };
+  const char *const needles[] = { dir, "'/tmp'", NULL };
+  struct run_out out;
+  run_mode (*mode, "print('ran')\n", args, &out);
+  remove_tree (dir);
+  assert_refused (&out, needles);
+  free (dir);
+  run_out_free (&out);
+}
+
+MODE_TEST (config, runsc_runtime_is_refused_as_not_supported_yet, .timeout = 30)
+{
+  const char *const args[] = { "--runtime", "runsc", NULL };
+  const char *const needles[] = { "runsc", "not supported", NULL };
+  struct run_out out;
+  run_mode (*mode, "print('ran')\n", args, &out);
+  assert_refused (&out, needles);
+  run_out_free (&out);
+}
+
+MODE_TEST (config, nonexistent_command_reports_the_failed_exec, .timeout = 30)
+{
+  const char *const args[] = { "--", "/nonexistent", NULL };
+  struct run_out out;
+  run_mode (*mode, "print('ran')\n", args, &out);
+  assert_refused (&out, NULL);
+  RUN_ASSERT (
+      &out,
+      strcmp (out.err, "nsbox: sandbox setup: execute '/nonexistent': No such file or directory\n")
+          == 0,
+      "expected the exact message");
+  run_out_free (&out);
+}

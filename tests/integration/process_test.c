@@ -1,0 +1,181 @@
+/* Processes: privileges the program does not have, the syscalls it may not
+ * make, the ordinary Python it can run, and what is left after it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+MODE_TEST (process, double_forked_daemon_is_gone_after_the_run, .timeout = 30)
+{
+  char tag[96];
+  make_run_tag (tag, sizeof tag);
+  const char *const args[] = { "--env", tag, NULL };
+  struct run_out out;
+  run_mode (*mode,
+            "import os,time\n"
+            "if os.fork()==0:\n"
+            " os.setsid()\n"
+            " if os.fork()==0:\n"
+            "  time.sleep(1000)\n"
+            " os._exit(0)\n"
+            "print('parent done')\n",
+            args, &out);
+  char desc[1024];
+  int left = count_uid_processes (sandbox_host_uid (), tag, desc, sizeof desc);
+  assert_prints (&out, "parent done\n");
+  RUN_ASSERT (&out, left == 0, "%d process(es) of uid %u outlived the run: %s", left,
+              (unsigned)sandbox_host_uid (), desc);
+  run_out_free (&out);
+}
+
+MODE_TEST (process, capabilities_are_dropped_with_no_new_privs_and_seccomp, .timeout = 30)
+{
+  static const char *const expected[] = { "CapInh:\t0000000000000000\n",
+                                          "CapPrm:\t0000000000000000\n",
+                                          "CapEff:\t0000000000000000\n",
+                                          "CapBnd:\t0000000000000000\n",
+                                          "CapAmb:\t0000000000000000\n",
+                                          "NoNewPrivs:\t1\n",
+                                          "Seccomp:\t2\n" };
+  struct run_out out;
+  run_mode (*mode,
+            "for line in open('/proc/self/status'):\n"
+            "    if line.startswith(('Cap', 'NoNewPrivs', 'Seccomp:')):\n"
+            "        print(line, end='')\n",
+            NULL, &out);
+  RUN_ASSERT (&out, out.exit_status == 0, "expected exit status 0");
+  const char *s = run_stdout (&out, NULL);
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+    RUN_ASSERT (&out, strstr (s, expected[i]) != NULL, "expected \"%.*s\" in /proc/self/status",
+                (int)strlen (expected[i]) - 1, expected[i]);
+  run_out_free (&out);
+}
+
+/* Runs `call` (a Python expression using libc; the syscall numbers are
+ * x86_64's and aarch64's) and asserts it failed with EPERM. */
+static void
+assert_denied_with_eperm (enum run_mode mode, const char *what, const char *call)
+{
+  char code[2048];
+  snprintf (code, sizeof code,
+            "import ctypes, os, platform\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "NR = {'x86_64': {'keyctl': 250, 'bpf': 321, 'unshare': 272},\n"
+            "      'aarch64': {'keyctl': 219, 'bpf': 280, 'unshare': 97}}[platform.machine()]\n"
+            "ret = %s\n"
+            "print('ret', ret, 'errno', ctypes.get_errno())\n",
+            call);
+  struct run_out out;
+  run_mode (mode, code, NULL, &out);
+  RUN_ASSERT (&out, out.exit_status == 0, "expected exit status 0 (%s)", what);
+  RUN_ASSERT (&out, strcmp (run_stdout (&out, NULL), "ret -1 errno 1\n") == 0,
+              "expected %s to fail with EPERM", what);
+  run_out_free (&out);
+}
+
+MODE_TEST (process, ptrace_traceme_is_denied, .timeout = 30)
+{
+  /* PTRACE_TRACEME = 0: allowed by the kernel, so only the filter stops it. */
+  assert_denied_with_eperm (*mode, "ptrace(PTRACE_TRACEME)", "libc.ptrace(0, 0, None, None)");
+}
+
+MODE_TEST (process, ptrace_attach_to_init_is_denied, .timeout = 30)
+{
+  /* PTRACE_ATTACH = 16, pid 1 is the sandbox's init. */
+  assert_denied_with_eperm (*mode, "ptrace(PTRACE_ATTACH, 1)", "libc.ptrace(16, 1, None, None)");
+}
+
+MODE_TEST (process, mount_is_denied, .timeout = 30)
+{
+  assert_denied_with_eperm (*mode, "mount tmpfs",
+                            "libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)");
+}
+
+MODE_TEST (process, nested_user_namespace_is_denied, .timeout = 30)
+{
+  /* CLONE_NEWUSER; bookworm's Python 3.11 has no os.unshare. */
+  assert_denied_with_eperm (*mode, "unshare(CLONE_NEWUSER)",
+                            "libc.syscall(NR['unshare'], 0x10000000)");
+}
+
+MODE_TEST (process, keyctl_is_denied, .timeout = 30)
+{
+  /* KEYCTL_GET_KEYRING_ID (0) of the session keyring (-3). */
+  assert_denied_with_eperm (*mode, "keyctl", "libc.syscall(NR['keyctl'], 0, -3, 0)");
+}
+
+MODE_TEST (process, bpf_is_denied, .timeout = 30)
+{
+  /* BPF_MAP_CREATE with no attributes. */
+  assert_denied_with_eperm (*mode, "bpf", "libc.syscall(NR['bpf'], 0, None, 0)");
+}
+
+MODE_TEST (process, multiprocessing_pool_map_works, .timeout = 60)
+{
+  struct run_out out;
+  const char *const args[] = { "--timeout", "30s", NULL };
+  run_mode (*mode,
+            "import multiprocessing as mp\n"
+            "with mp.get_context('fork').Pool(2) as pool:\n"
+            "    print(pool.map(abs, [-1, -2, -3]))\n",
+            args, &out);
+  assert_prints (&out, "[1, 2, 3]\n");
+  run_out_free (&out);
+}
+
+MODE_TEST (process, threads_and_asyncio_loopback_work, .timeout = 60)
+{
+  struct run_out out;
+  const char *const args[] = { "--timeout", "30s", NULL };
+  run_mode (*mode,
+            "import asyncio, threading\n"
+            "squares = []\n"
+            "threads = [threading.Thread(target=lambda i=i: squares.append(i * i))\n"
+            "           for i in range(4)]\n"
+            "for t in threads: t.start()\n"
+            "for t in threads: t.join()\n"
+            "print('threads', sorted(squares))\n"
+            "async def main():\n"
+            "    async def handle(reader, writer):\n"
+            "        writer.write((await reader.readline()).upper())\n"
+            "        await writer.drain()\n"
+            "        writer.close()\n"
+            "    server = await asyncio.start_server(handle, '127.0.0.1', 0)\n"
+            "    port = server.sockets[0].getsockname()[1]\n"
+            "    reader, writer = await asyncio.open_connection('127.0.0.1', port)\n"
+            "    writer.write(b'ping\\n')\n"
+            "    await writer.drain()\n"
+            "    print('asyncio', (await reader.readline()).decode().strip())\n"
+            "    writer.close()\n"
+            "    server.close()\n"
+            "    await server.wait_closed()\n"
+            "asyncio.run(main())\n",
+            args, &out);
+  assert_prints (&out, "threads [0, 1, 4, 9]\nasyncio PING\n");
+  run_out_free (&out);
+}
+
+MODE_TEST (process, subprocess_runs_python, .timeout = 30)
+{
+  struct run_out out;
+  const char *const args[] = { "--timeout", "20s", NULL };
+  run_mode (*mode,
+            "import subprocess\n"
+            "r = subprocess.run(['python', '-c', 'print(1)'], capture_output=True, text=True)\n"
+            "print('child', r.returncode, r.stdout.strip())\n",
+            args, &out);
+  assert_prints (&out, "child 0 1\n");
+  run_out_free (&out);
+}
+
+/* An embedding program that dropped root with setuid() (no exec) is not
+ * dumpable, and neither is the sandbox init it clones until the id maps
+ * are written: the library must still start the sandbox. */
+Test (process, library_runs_from_a_non_dumpable_caller, .timeout = 30)
+{
+  struct run_out out;
+  const char *code = "print(sum(range(10)))\n";
+  run_lib_non_dumpable (code, strlen (code), NULL, &out);
+  assert_prints (&out, "45\n");
+  run_out_free (&out);
+}

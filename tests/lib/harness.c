@@ -1,0 +1,1145 @@
+/* Integration test harness: see harness.h. */
+#include "harness.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include "config.h"
+#include "nsbox.h"
+
+enum run_mode harness_modes[2] = { RUN_CLI, RUN_LIB };
+
+/* Captured output beyond this is read and dropped: a broken launcher that
+ * floods must not exhaust the test's memory. */
+#define CAPTURE_LIMIT (32u << 20)
+
+/* Environment. */
+
+const char *
+harness_rootfs (void)
+{
+  const char *rootfs = getenv ("NSBOX_TEST_ROOTFS");
+  cr_assert (rootfs && *rootfs,
+             "NSBOX_TEST_ROOTFS is not set (run tests/run-tests.sh, or set it to the output of "
+             "tests/fixtures/rootfs.sh)");
+  struct stat st;
+  cr_assert (stat (rootfs, &st) == 0 && S_ISDIR (st.st_mode),
+             "NSBOX_TEST_ROOTFS '%s' is not a directory", rootfs);
+  return rootfs;
+}
+
+const char *
+harness_nsbox_bin (void)
+{
+  static char resolved[PATH_MAX];
+  const char *bin = getenv ("NSBOX_BIN");
+  if (!bin || !*bin)
+    bin = "build/nsbox";
+  cr_assert (realpath (bin, resolved), "NSBOX_BIN '%s': %s", bin, strerror (errno));
+  cr_assert (access (resolved, X_OK) == 0, "NSBOX_BIN '%s' is not executable", resolved);
+  return resolved;
+}
+
+const char *
+harness_test_user (void)
+{
+  const char *user = getenv ("NSBOX_TEST_USER");
+  return user && *user ? user : NULL;
+}
+
+bool
+harness_must_work (void)
+{
+  const char *v = getenv ("NSBOX_TEST_MUST_WORK");
+  return v && strcmp (v, "1") == 0;
+}
+
+struct test_ids
+{
+  bool drop;
+  bool keep_non_dumpable;
+  uid_t uid;
+  gid_t gid;
+};
+
+static struct test_ids
+test_ids (void)
+{
+  struct test_ids ids = { false, false, getuid (), getgid () };
+  const char *user = harness_test_user ();
+  if (!user)
+    return ids;
+  struct passwd *pw = getpwnam (user);
+  cr_assert_not_null (pw, "NSBOX_TEST_USER '%s': no such user", user);
+  cr_assert (pw->pw_uid != 0, "NSBOX_TEST_USER '%s' is root", user);
+  cr_assert (geteuid () == 0, "NSBOX_TEST_USER needs the test binary to run as root");
+  ids.drop = true;
+  ids.uid = pw->pw_uid;
+  ids.gid = pw->pw_gid;
+  return ids;
+}
+
+uid_t
+sandbox_host_uid (void)
+{
+  struct test_ids ids = test_ids ();
+  if (ids.drop)
+    return ids.uid;
+  return geteuid () == 0 ? 65534 : geteuid ();
+}
+
+gid_t
+sandbox_host_gid (void)
+{
+  struct test_ids ids = test_ids ();
+  if (ids.drop)
+    return ids.gid;
+  return geteuid () == 0 ? 65534 : getegid ();
+}
+
+/* Called in a forked child only: becomes the test user (async-signal-safe
+ * calls; the ids were looked up before the fork). */
+static void
+become (const struct test_ids *ids)
+{
+  if (!ids->drop)
+    return;
+  if (setgroups (0, NULL) < 0 || setgid (ids->gid) < 0 || setuid (ids->uid) < 0)
+    {
+      static const char msg[] = "harness: cannot switch to the test user\n";
+      (void)!write (STDERR_FILENO, msg, sizeof msg - 1);
+      _exit (126);
+    }
+  /* Changing credentials made this copy non-dumpable; a process the user
+   * started normally is dumpable (execve restores it for the CLI). The
+   * library case for a non-dumpable caller is a test of its own. */
+  if (!ids->keep_non_dumpable)
+    prctl (PR_SET_DUMPABLE, 1, 0, 0, 0);
+}
+
+/* A forked child starts clean: default SIGPIPE, nothing blocked, and it dies
+ * with the test worker. */
+static void
+child_reset (pid_t parent)
+{
+  signal (SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset (&none);
+  sigprocmask (SIG_SETMASK, &none, NULL);
+  prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (getppid () != parent)
+    _exit (126);
+}
+
+static double
+now_seconds (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Growable NUL-terminated capture. */
+struct buf
+{
+  char *data;
+  size_t len, alloc;
+};
+
+static void
+buf_add (struct buf *b, const char *data, size_t n)
+{
+  if (b->len + n > CAPTURE_LIMIT)
+    n = CAPTURE_LIMIT - b->len;
+  if (b->len + n + 1 > b->alloc)
+    {
+      size_t want = b->alloc ? b->alloc : 4096;
+      while (want < b->len + n + 1)
+        want *= 2;
+      char *grown = realloc (b->data, want);
+      cr_assert_not_null (grown, "out of memory");
+      b->data = grown;
+      b->alloc = want;
+    }
+  memcpy (b->data + b->len, data, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+static char *
+buf_take (struct buf *b, size_t *len)
+{
+  if (!b->data)
+    buf_add (b, "", 0);
+  *len = b->len;
+  char *data = b->data;
+  memset (b, 0, sizeof *b);
+  return data;
+}
+
+static void
+set_nonblocking (int fd)
+{
+  fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* Feeds `code` to in_fd while reading out_fd and err_fd until both are at
+ * EOF; all at once so large outputs cannot deadlock. */
+static void
+pump (int in_fd, const char *code, size_t len, int out_fd, struct buf *out, int err_fd,
+      struct buf *err)
+{
+  size_t off = 0;
+  int fds[3] = { in_fd, out_fd, err_fd };
+  if (in_fd >= 0 && len == 0)
+    {
+      close (in_fd);
+      fds[0] = -1;
+    }
+  for (int i = 0; i < 3; i++)
+    if (fds[i] >= 0)
+      set_nonblocking (fds[i]);
+  while (fds[1] >= 0 || fds[2] >= 0 || fds[0] >= 0)
+    {
+      struct pollfd p[3];
+      for (int i = 0; i < 3; i++)
+        p[i] = (struct pollfd){ fds[i], (short)(i == 0 ? POLLOUT : POLLIN), 0 };
+      if (poll (p, 3, -1) < 0)
+        {
+          cr_assert (errno == EINTR, "poll: %s", strerror (errno));
+          continue;
+        }
+      if (fds[0] >= 0 && p[0].revents)
+        {
+          ssize_t n = write (fds[0], code + off, len - off > 65536 ? 65536 : len - off);
+          if (n > 0)
+            off += (size_t)n;
+          if ((n < 0 && errno != EAGAIN && errno != EINTR) || off == len)
+            {
+              close (fds[0]);
+              fds[0] = -1;
+            }
+        }
+      for (int i = 1; i < 3; i++)
+        if (fds[i] >= 0 && p[i].revents)
+          {
+            char chunk[65536];
+            ssize_t n = read (fds[i], chunk, sizeof chunk);
+            if (n > 0)
+              buf_add (i == 1 ? out : err, chunk, (size_t)n);
+            else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+              {
+                close (fds[i]);
+                fds[i] = -1;
+              }
+          }
+    }
+}
+
+static void write_all (int fd, const char *data, size_t len);
+
+/* SIGPIPE when the launcher refuses before reading its stdin must not kill
+ * the test; forked children restore the default. */
+static void
+ignore_sigpipe (void)
+{
+  signal (SIGPIPE, SIG_IGN);
+}
+
+static void
+parse_json (struct run_out *out)
+{
+  if (!out->as_json || out->out_len == 0)
+    return;
+  json_error_t error;
+  out->json = json_loadb (out->out, out->out_len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &error);
+}
+
+void
+run_cli_spawn (const char *const *extra_args, bool as_json, struct run_job *job)
+{
+  memset (job, 0, sizeof *job);
+  job->as_json = as_json;
+  const char *bin = harness_nsbox_bin ();
+  const char *rootfs = harness_rootfs ();
+  struct test_ids ids = test_ids ();
+  size_t nextra = 0;
+  while (extra_args && extra_args[nextra])
+    nextra++;
+  const char **argv = calloc (nextra + 6, sizeof *argv);
+  cr_assert_not_null (argv);
+  size_t argc = 0;
+  argv[argc++] = bin;
+  argv[argc++] = "run";
+  argv[argc++] = "--rootfs";
+  argv[argc++] = rootfs;
+  if (as_json)
+    argv[argc++] = "--json";
+  for (size_t i = 0; i < nextra; i++)
+    argv[argc++] = extra_args[i];
+  argv[argc] = NULL;
+
+  int in[2], o[2], e[2];
+  cr_assert (pipe2 (in, O_CLOEXEC) == 0 && pipe2 (o, O_CLOEXEC) == 0 && pipe2 (e, O_CLOEXEC) == 0,
+             "pipe2: %s", strerror (errno));
+  ignore_sigpipe ();
+  pid_t parent = getpid ();
+  job->start = now_seconds ();
+  pid_t pid = fork ();
+  cr_assert (pid >= 0, "fork: %s", strerror (errno));
+  if (pid == 0)
+    {
+      if (dup2 (in[0], 0) < 0 || dup2 (o[1], 1) < 0 || dup2 (e[1], 2) < 0)
+        _exit (126);
+      become (&ids);
+      child_reset (parent);
+      execv (bin, (char *const *)argv);
+      dprintf (2, "harness: execute '%s': %s\n", bin, strerror (errno));
+      _exit (127);
+    }
+  job->pid = pid;
+  free (argv);
+  close (in[0]);
+  close (o[1]);
+  close (e[1]);
+  job->in_fd = in[1];
+  job->out_fd = o[0];
+  job->err_fd = e[0];
+}
+
+void
+run_job_feed (struct run_job *job, const char *code, size_t len)
+{
+  cr_assert (job->in_fd >= 0, "the code was fed already");
+  write_all (job->in_fd, code, len);
+  close (job->in_fd);
+  job->in_fd = -1;
+}
+
+void
+run_cli_wait (struct run_job *job, const char *code, size_t len, struct run_out *out)
+{
+  memset (out, 0, sizeof *out);
+  out->mode = RUN_CLI;
+  out->as_json = job->as_json;
+  out->pid = job->pid;
+  struct buf ob = { 0 }, eb = { 0 };
+  pump (job->in_fd, code, len, job->out_fd, &ob, job->err_fd, &eb);
+  job->in_fd = job->out_fd = job->err_fd = -1;
+  int status;
+  struct rusage ru;
+  while (wait4 (job->pid, &status, 0, &ru) < 0)
+    cr_assert (errno == EINTR, "wait4: %s", strerror (errno));
+  out->seconds = now_seconds () - job->start;
+  out->peak_rss_kb = ru.ru_maxrss;
+  out->exit_status = WIFEXITED (status) ? WEXITSTATUS (status) : -1;
+  out->term_signal = WIFSIGNALED (status) ? WTERMSIG (status) : 0;
+  out->out = buf_take (&ob, &out->out_len);
+  out->err = buf_take (&eb, &out->err_len);
+  parse_json (out);
+}
+
+static void
+run_cli_impl (const char *code, size_t len, const char *const *extra_args, bool as_json,
+              struct run_out *out)
+{
+  struct run_job job;
+  run_cli_spawn (extra_args, as_json, &job);
+  run_cli_wait (&job, code, len, out);
+}
+
+void
+run_cli (const char *code, size_t len, const char *const *extra_args, struct run_out *out)
+{
+  run_cli_impl (code, len, extra_args, true, out);
+}
+
+void
+run_cli_text (const char *code, size_t len, const char *const *extra_args, struct run_out *out)
+{
+  run_cli_impl (code, len, extra_args, false, out);
+}
+
+/* Library mode, in the forked child. */
+
+static long
+own_rss_kb (void)
+{
+  char buf[4096];
+  int fd = open ("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read (fd, buf, sizeof buf - 1);
+  close (fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  const char *p = strstr (buf, "\nVmRSS:");
+  return p ? strtol (p + 7, NULL, 10) : 0;
+}
+
+static bool
+key_is_boolean (const char *name, size_t len)
+{
+  for (const struct nsbox_key_info *k = nsbox_config_keys (); k->name; k++)
+    if (strlen (k->name) == len && strncmp (k->name, name, len) == 0)
+      return k->is_boolean;
+  return false;
+}
+
+/* Applies CLI-style arguments as the CLI does: --config first, then the
+ * keys in order, then the command. */
+static int
+configure_lib (nsbox_config *config, const char *const *args, struct nsbox_error **err)
+{
+  int r = nsbox_config_set (config, "rootfs", harness_rootfs (), err);
+  for (size_t i = 0; r >= 0 && args && args[i]; i++)
+    if (strcmp (args[i], "--config") == 0 && args[i + 1])
+      r = nsbox_config_load_yaml (config, args[++i], err);
+  for (size_t i = 0; r >= 0 && args && args[i]; i++)
+    {
+      const char *a = args[i];
+      if (strcmp (a, "--") == 0)
+        {
+          size_t n = 0;
+          while (args[i + 1 + n])
+            n++;
+          return nsbox_config_set_command (config, n, args + i + 1, err);
+        }
+      if (strcmp (a, "--json") == 0)
+        continue;
+      if (strcmp (a, "--config") == 0)
+        {
+          i++;
+          continue;
+        }
+      const char *name = strncmp (a, "--", 2) == 0 ? a + 2 : a;
+      const char *eq = strchr (name, '=');
+      if (eq)
+        {
+          char key[128];
+          snprintf (key, sizeof key, "%.*s", (int)(eq - name), name);
+          r = nsbox_config_set (config, key, eq + 1, err);
+        }
+      else if (key_is_boolean (name, strlen (name)))
+        r = nsbox_config_set (config, name, "true", err);
+      else
+        r = nsbox_config_set (config, name, args[i + 1] ? args[++i] : "", err);
+    }
+  return r;
+}
+
+static void
+write_all (int fd, const char *data, size_t len)
+{
+  while (len > 0)
+    {
+      ssize_t n = write (fd, data, len);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return;
+      data += n;
+      len -= (size_t)n;
+    }
+}
+
+/* Writes "J <base_rss_kb>\n<json>" or "E <base_rss_kb>\n<message>". */
+static void __attribute__ ((noreturn))
+lib_child (int fd, const char *code, size_t len, const char *const *args)
+{
+  char head[64];
+  long base = own_rss_kb ();
+  struct nsbox_error *err = NULL;
+  nsbox_result *res = NULL;
+  char *json = NULL;
+  nsbox_config *config = nsbox_config_new (&err);
+  if (config && configure_lib (config, args, &err) >= 0
+      && nsbox_run (config, code, len, &res, &err) >= 0)
+    json = nsbox_result_to_json (res, &err);
+  if (json)
+    {
+      snprintf (head, sizeof head, "J %ld\n", base);
+      write_all (fd, head, strlen (head));
+      write_all (fd, json, strlen (json));
+    }
+  else
+    {
+      const char *msg = err ? nsbox_error_message (err) : "(no error object)";
+      snprintf (head, sizeof head, "E %ld\n", base);
+      write_all (fd, head, strlen (head));
+      write_all (fd, msg, strlen (msg));
+    }
+  _exit (0);
+}
+
+/* The CLI's exit status for a result. */
+static int
+cli_status_of (json_t *json)
+{
+  if (json_is_true (json_object_get (json, "timed_out")))
+    return 124;
+  if (json_is_true (json_object_get (json, "oom_killed")))
+    return 137;
+  json_t *code = json_object_get (json, "exit_code");
+  return json_is_integer (code) ? (int)json_integer_value (code) : -1;
+}
+
+static void
+run_lib_impl (const char *code, size_t len, const char *const *extra_args, bool non_dumpable,
+              struct run_out *out)
+{
+  memset (out, 0, sizeof *out);
+  out->mode = RUN_LIB;
+  out->as_json = true;
+  out->non_dumpable = non_dumpable;
+  harness_rootfs ();
+  struct test_ids ids = test_ids ();
+  ids.keep_non_dumpable = non_dumpable;
+  int p[2];
+  cr_assert (pipe2 (p, O_CLOEXEC) == 0, "pipe2: %s", strerror (errno));
+  ignore_sigpipe ();
+  pid_t parent = getpid ();
+  double start = now_seconds ();
+  pid_t pid = fork ();
+  cr_assert (pid >= 0, "fork: %s", strerror (errno));
+  if (pid == 0)
+    {
+      close (p[0]);
+      become (&ids);
+      child_reset (parent);
+      if (non_dumpable)
+        prctl (PR_SET_DUMPABLE, 0, 0, 0, 0);
+      lib_child (p[1], code, len, extra_args);
+    }
+  out->pid = pid;
+  close (p[1]);
+  struct buf rb = { 0 };
+  pump (-1, NULL, 0, p[0], &rb, -1, NULL);
+  int status;
+  struct rusage ru;
+  while (wait4 (pid, &status, 0, &ru) < 0)
+    cr_assert (errno == EINTR, "wait4: %s", strerror (errno));
+  out->seconds = now_seconds () - start;
+  out->peak_rss_kb = ru.ru_maxrss;
+  out->term_signal = WIFSIGNALED (status) ? WTERMSIG (status) : 0;
+
+  size_t rlen;
+  char *report = buf_take (&rb, &rlen);
+  char *nl = memchr (report, '\n', rlen);
+  struct buf ob = { 0 }, eb = { 0 };
+  if (!nl || (report[0] != 'J' && report[0] != 'E') || !WIFEXITED (status)
+      || WEXITSTATUS (status) != 0)
+    {
+      out->exit_status = -1;
+      char msg[128];
+      snprintf (msg, sizeof msg, "harness: library child ended with status 0x%x: ", status);
+      buf_add (&eb, msg, strlen (msg));
+      buf_add (&eb, report, rlen);
+    }
+  else
+    {
+      out->base_rss_kb = strtol (report + 2, NULL, 10);
+      const char *body = nl + 1;
+      size_t blen = rlen - (size_t)(body - report);
+      if (report[0] == 'J')
+        {
+          buf_add (&ob, body, blen);
+          buf_add (&ob, "\n", 1);
+        }
+      else
+        {
+          buf_add (&eb, "nsbox: ", 7);
+          buf_add (&eb, body, blen);
+          buf_add (&eb, "\n", 1);
+          out->exit_status = 125;
+        }
+    }
+  free (report);
+  out->out = buf_take (&ob, &out->out_len);
+  out->err = buf_take (&eb, &out->err_len);
+  parse_json (out);
+  if (out->json)
+    out->exit_status = cli_status_of (out->json);
+}
+
+void
+run_lib (const char *code, size_t len, const char *const *extra_args, struct run_out *out)
+{
+  run_lib_impl (code, len, extra_args, false, out);
+}
+
+void
+run_lib_non_dumpable (const char *code, size_t len, const char *const *extra_args,
+                      struct run_out *out)
+{
+  run_lib_impl (code, len, extra_args, true, out);
+}
+
+void
+run_mode (enum run_mode mode, const char *code, const char *const *extra_args, struct run_out *out)
+{
+  if (mode == RUN_CLI)
+    run_cli (code, strlen (code), extra_args, out);
+  else
+    run_lib (code, strlen (code), extra_args, out);
+}
+
+void
+run_out_free (struct run_out *out)
+{
+  free (out->out);
+  free (out->err);
+  free (out->description);
+  if (out->json)
+    json_decref (out->json);
+  memset (out, 0, sizeof *out);
+}
+
+const char *
+run_mode_name (enum run_mode mode)
+{
+  return mode == RUN_CLI ? "cli" : "lib";
+}
+
+/* Appends up to `max` bytes of data, escaped, to b. */
+static void
+describe_bytes (struct buf *b, const char *data, size_t len, size_t max)
+{
+  for (size_t i = 0; i < len && i < max; i++)
+    {
+      unsigned char c = (unsigned char)data[i];
+      char esc[8];
+      if (c == '\n')
+        buf_add (b, "\\n", 2);
+      else if (c == '\\' || c == '"')
+        {
+          esc[0] = '\\';
+          esc[1] = (char)c;
+          buf_add (b, esc, 2);
+        }
+      else if (c < 0x20 || c >= 0x7f)
+        {
+          snprintf (esc, sizeof esc, "\\x%02x", c);
+          buf_add (b, esc, 4);
+        }
+      else
+        buf_add (b, (const char *)&c, 1);
+    }
+  if (len > max)
+    buf_add (b, "...", 3);
+}
+
+const char *
+run_describe (struct run_out *out)
+{
+  free (out->description);
+  struct buf b = { 0 };
+  char line[512];
+  const char *user = harness_test_user ();
+  snprintf (line, sizeof line,
+            "  run: %s%s as %s: exit status %d, launcher signal %d, %.2f s, peak rss %ld kB "
+            "(base %ld kB), launcher pid %d\n  stdout (%zu bytes): \"",
+            run_mode_name (out->mode),
+            out->mode == RUN_CLI && !out->as_json ? " (text)"
+            : out->non_dumpable                   ? " (non-dumpable caller)"
+                                                  : "",
+            user ? user : (geteuid () == 0 ? "root" : "the invoking user"), out->exit_status,
+            out->term_signal, out->seconds, out->peak_rss_kb, out->base_rss_kb, (int)out->pid,
+            out->out_len);
+  buf_add (&b, line, strlen (line));
+  describe_bytes (&b, out->out, out->out_len, 1500);
+  snprintf (line, sizeof line, "\"\n  stderr (%zu bytes): \"", out->err_len);
+  buf_add (&b, line, strlen (line));
+  describe_bytes (&b, out->err, out->err_len, 1500);
+  buf_add (&b, "\"", 1);
+  if (out->json)
+    {
+      size_t olen, elen;
+      const char *o = json_string_value (json_object_get (out->json, "stdout"));
+      const char *e = json_string_value (json_object_get (out->json, "stderr"));
+      olen = o ? json_string_length (json_object_get (out->json, "stdout")) : 0;
+      elen = e ? json_string_length (json_object_get (out->json, "stderr")) : 0;
+      buf_add (&b, "\n  json stdout: \"", 17);
+      describe_bytes (&b, o ? o : "", olen, 1500);
+      buf_add (&b, "\"\n  json stderr: \"", 18);
+      describe_bytes (&b, e ? e : "", elen, 1500);
+      buf_add (&b, "\"", 1);
+    }
+  else if (out->as_json)
+    buf_add (&b, "\n  (no parsable JSON result)", 28);
+  size_t dlen;
+  out->description = buf_take (&b, &dlen);
+  return out->description;
+}
+
+/* JSON access. */
+
+json_t *
+run_json (struct run_out *out)
+{
+  RUN_ASSERT (out, out->json != NULL, "expected a JSON result");
+  return out->json;
+}
+
+static json_t *
+field (struct run_out *out, const char *key)
+{
+  json_t *value = json_object_get (run_json (out), key);
+  RUN_ASSERT (out, value != NULL, "JSON result has no '%s'", key);
+  return value;
+}
+
+long long
+run_json_int (struct run_out *out, const char *key)
+{
+  json_t *value = field (out, key);
+  RUN_ASSERT (out, json_is_integer (value), "JSON '%s' is not an integer", key);
+  return (long long)json_integer_value (value);
+}
+
+bool
+run_json_bool (struct run_out *out, const char *key)
+{
+  json_t *value = field (out, key);
+  RUN_ASSERT (out, json_is_boolean (value), "JSON '%s' is not a boolean", key);
+  return json_is_true (value);
+}
+
+const char *
+run_json_str (struct run_out *out, const char *key, size_t *len)
+{
+  json_t *value = field (out, key);
+  if (json_is_null (value))
+    {
+      if (len)
+        *len = 0;
+      return NULL;
+    }
+  RUN_ASSERT (out, json_is_string (value), "JSON '%s' is not a string", key);
+  if (len)
+    *len = json_string_length (value);
+  return json_string_value (value);
+}
+
+const char *
+run_json_limit (struct run_out *out, const char *name)
+{
+  json_t *limits = field (out, "limits");
+  json_t *value = json_object_get (limits, name);
+  RUN_ASSERT (out, json_is_string (value), "JSON limits.%s is not a string", name);
+  return json_string_value (value);
+}
+
+const char *
+run_stdout (struct run_out *out, size_t *len)
+{
+  const char *s = run_json_str (out, "stdout", len);
+  RUN_ASSERT (out, s != NULL, "JSON stdout is null");
+  return s;
+}
+
+const char *
+run_stderr (struct run_out *out, size_t *len)
+{
+  const char *s = run_json_str (out, "stderr", len);
+  RUN_ASSERT (out, s != NULL, "JSON stderr is null");
+  return s;
+}
+
+void
+assert_prints (struct run_out *out, const char *expected)
+{
+  RUN_ASSERT (out, out->exit_status == 0, "expected exit status 0");
+  RUN_ASSERT (out, run_json_int (out, "exit_code") == 0, "expected exit_code 0");
+  RUN_ASSERT (out, !run_json_bool (out, "timed_out"), "expected timed_out false");
+  size_t len;
+  const char *s = run_stdout (out, &len);
+  RUN_ASSERT (out, len == strlen (expected) && memcmp (s, expected, len) == 0,
+              "expected stdout \"%s\"", expected);
+}
+
+void
+assert_refused (struct run_out *out, const char *const *needles)
+{
+  RUN_ASSERT (out, out->exit_status == 125, "expected exit status 125");
+  RUN_ASSERT (out, out->out_len == 0, "expected no stdout");
+  RUN_ASSERT (out, out->err_len > 8 && strncmp (out->err, "nsbox: ", 7) == 0,
+              "expected stderr to start with 'nsbox: '");
+  const char *nl = memchr (out->err, '\n', out->err_len);
+  RUN_ASSERT (out, nl && (size_t)(nl - out->err) == out->err_len - 1,
+              "expected exactly one line on stderr");
+  for (size_t i = 0; needles && needles[i]; i++)
+    RUN_ASSERT (out, strstr (out->err, needles[i]) != NULL, "expected stderr to contain \"%s\"",
+                needles[i]);
+}
+
+void
+make_run_tag (char *buf, size_t size)
+{
+  static unsigned counter;
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  snprintf (buf, size, "NSBOX_TEST_TAG=%d-%u-%ld", (int)getpid (), counter++, (long)ts.tv_nsec);
+}
+
+/* Host helpers. */
+
+int
+tcp_listener (uint16_t *port)
+{
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  cr_assert (fd >= 0, "socket: %s", strerror (errno));
+  struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
+  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  cr_assert (bind (fd, (struct sockaddr *)&addr, sizeof addr) == 0, "bind: %s", strerror (errno));
+  cr_assert (listen (fd, 16) == 0, "listen: %s", strerror (errno));
+  socklen_t alen = sizeof addr;
+  cr_assert (getsockname (fd, (struct sockaddr *)&addr, &alen) == 0, "getsockname: %s",
+             strerror (errno));
+  *port = ntohs (addr.sin_port);
+  return fd;
+}
+
+bool
+listener_was_connected (int fd)
+{
+  int c = accept4 (fd, NULL, NULL, SOCK_CLOEXEC);
+  if (c >= 0)
+    {
+      close (c);
+      return true;
+    }
+  return false;
+}
+
+char *
+canary_file (const char *content)
+{
+  char dir[] = "/tmp/nsbox-canary.XXXXXX";
+  cr_assert_not_null (mkdtemp (dir), "mkdtemp: %s", strerror (errno));
+  char *path = NULL;
+  cr_assert (asprintf (&path, "%s/canary", dir) > 0);
+  write_text_file (path, content, 0600);
+  return path;
+}
+
+void
+remove_canary (char *path)
+{
+  if (!path)
+    return;
+  unlink (path);
+  char *slash = strrchr (path, '/');
+  if (slash)
+    {
+      *slash = '\0';
+      rmdir (path);
+    }
+  free (path);
+}
+
+int
+open_inheritable (const char *path)
+{
+  int fd = open (path, O_RDONLY);
+  cr_assert (fd >= 0, "open '%s': %s", path, strerror (errno));
+  return fd;
+}
+
+static bool
+read_whole (const char *path, char *buf, size_t size, size_t *len)
+{
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  size_t used = 0;
+  for (;;)
+    {
+      ssize_t n = read (fd, buf + used, size - 1 - used);
+      if (n <= 0)
+        break;
+      used += (size_t)n;
+      if (used == size - 1)
+        break;
+    }
+  close (fd);
+  buf[used] = '\0';
+  *len = used;
+  return true;
+}
+
+int
+count_uid_processes (uid_t uid, const char *environ_needle, char *desc, size_t desc_size)
+{
+  DIR *proc = opendir ("/proc");
+  cr_assert_not_null (proc, "opendir /proc: %s", strerror (errno));
+  int count = 0;
+  size_t used = 0;
+  if (desc && desc_size)
+    desc[0] = '\0';
+  static char buf[1 << 16];
+  struct dirent *d;
+  while ((d = readdir (proc)))
+    {
+      if (!isdigit ((unsigned char)d->d_name[0]))
+        continue;
+      char path[320];
+      size_t len;
+      snprintf (path, sizeof path, "/proc/%s/status", d->d_name);
+      if (!read_whole (path, buf, sizeof buf, &len))
+        continue;
+      const char *u = strstr (buf, "\nUid:");
+      if (!u || strtoul (u + 5, NULL, 10) != uid)
+        continue;
+      char name[64] = "";
+      if (strncmp (buf, "Name:", 5) == 0)
+        sscanf (buf + 5, " %63s", name);
+      if (environ_needle)
+        {
+          snprintf (path, sizeof path, "/proc/%s/environ", d->d_name);
+          if (!read_whole (path, buf, sizeof buf, &len)
+              || !memmem (buf, len, environ_needle, strlen (environ_needle)))
+            continue;
+        }
+      count++;
+      if (desc && used + 80 < desc_size)
+        used += (size_t)snprintf (desc + used, desc_size - used, "%s%s (%s)", used ? ", " : "",
+                                  d->d_name, name);
+    }
+  closedir (proc);
+  return count;
+}
+
+int
+wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_ms, char *desc,
+                         size_t desc_size)
+{
+  double deadline = now_seconds () + timeout_ms / 1000.0;
+  for (;;)
+    {
+      int n = count_uid_processes (uid, environ_needle, desc, desc_size);
+      if (n == 0 || now_seconds () >= deadline)
+        return n;
+      struct timespec ts = { 0, 20 * 1000 * 1000 };
+      nanosleep (&ts, NULL);
+    }
+}
+
+/* cgroups: (mount point, mount root, controllers or "" for v2). */
+struct hierarchy
+{
+  char mountpoint[PATH_MAX];
+  char root[PATH_MAX];
+  char options[256];
+  bool v2;
+};
+
+static size_t
+load_hierarchies (struct hierarchy *h, size_t max)
+{
+  FILE *f = fopen ("/proc/self/mountinfo", "re");
+  if (!f)
+    return 0;
+  char line[4096];
+  size_t n = 0;
+  while (n < max && fgets (line, sizeof line, f))
+    {
+      char root[PATH_MAX], mnt[PATH_MAX];
+      if (sscanf (line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
+        continue;
+      const char *sep = strstr (line, " - ");
+      if (!sep)
+        continue;
+      char fstype[32], source[256], super[256];
+      if (sscanf (sep + 3, "%31s %255s %255s", fstype, source, super) != 3)
+        continue;
+      bool v2 = strcmp (fstype, "cgroup2") == 0;
+      if (!v2 && strcmp (fstype, "cgroup") != 0)
+        continue;
+      snprintf (h[n].mountpoint, sizeof h[n].mountpoint, "%s", mnt);
+      snprintf (h[n].root, sizeof h[n].root, "%s", root);
+      snprintf (h[n].options, sizeof h[n].options, "%s", super);
+      h[n].v2 = v2;
+      n++;
+    }
+  fclose (f);
+  return n;
+}
+
+static bool
+has_option (const char *list, const char *word)
+{
+  size_t wl = strlen (word);
+  for (const char *p = list; p;)
+    {
+      if (strncmp (p, word, wl) == 0 && (p[wl] == ',' || p[wl] == '\0'))
+        return true;
+      p = strchr (p, ',');
+      p = p ? p + 1 : NULL;
+    }
+  return false;
+}
+
+/* Whether one of the comma-separated controllers is among the options. */
+static bool
+shares_controller (const char *ctrls, const char *options)
+{
+  char copy[256];
+  snprintf (copy, sizeof copy, "%s", ctrls);
+  char *save = NULL;
+  for (char *c = strtok_r (copy, ",", &save); c; c = strtok_r (NULL, ",", &save))
+    if (has_option (options, c))
+      return true;
+  return false;
+}
+
+/* Our own path in hierarchy h, from /proc/self/cgroup. */
+static bool
+own_path (const struct hierarchy *h, char *path, size_t size)
+{
+  FILE *f = fopen ("/proc/self/cgroup", "re");
+  if (!f)
+    return false;
+  char line[4096];
+  bool found = false;
+  while (!found && fgets (line, sizeof line, f))
+    {
+      line[strcspn (line, "\n")] = '\0';
+      char *c1 = strchr (line, ':');
+      char *c2 = c1 ? strchr (c1 + 1, ':') : NULL;
+      if (!c2)
+        continue;
+      *c2 = '\0';
+      const char *ctrls = c1 + 1;
+      if (h->v2 ? (strncmp (line, "0:", 2) == 0 && *ctrls == '\0')
+                : shares_controller (ctrls, h->options))
+        {
+          snprintf (path, size, "%s", c2 + 1);
+          found = true;
+        }
+    }
+  fclose (f);
+  return found;
+}
+
+static size_t cg_used, cg_size;
+static char *cg_desc;
+static int cg_count;
+static const char *cg_prefix;
+
+static int
+cgroup_visit (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void)st;
+  if (flag != FTW_D && flag != FTW_DP)
+    return 0;
+  const char *base = path + ftw->base;
+  if (strncmp (base, cg_prefix, strlen (cg_prefix)) != 0)
+    return 0;
+  cg_count++;
+  if (cg_desc && cg_used + strlen (path) + 3 < cg_size)
+    cg_used += (size_t)snprintf (cg_desc + cg_used, cg_size - cg_used, "%s%s", cg_used ? ", " : "",
+                                 path);
+  return 0;
+}
+
+bool
+have_cgroups (void)
+{
+  struct hierarchy h[16];
+  return load_hierarchies (h, 16) > 0;
+}
+
+int
+count_nsbox_cgroups (pid_t launcher_pid, char *desc, size_t desc_size)
+{
+  static struct hierarchy h[16];
+  size_t n = load_hierarchies (h, 16);
+  char prefix[64];
+  if (launcher_pid > 0)
+    snprintf (prefix, sizeof prefix, "nsbox-%d-", (int)launcher_pid);
+  else
+    snprintf (prefix, sizeof prefix, "nsbox-");
+  cg_prefix = prefix;
+  cg_desc = desc;
+  cg_size = desc_size;
+  cg_used = 0;
+  cg_count = 0;
+  if (desc && desc_size)
+    desc[0] = '\0';
+  for (size_t i = 0; i < n; i++)
+    {
+      char own[PATH_MAX], *dir = NULL;
+      if (!own_path (&h[i], own, sizeof own))
+        continue;
+      size_t rl = strcmp (h[i].root, "/") == 0 ? 0 : strlen (h[i].root);
+      if (rl && strncmp (own, h[i].root, rl) != 0)
+        continue;
+      cr_assert (asprintf (&dir, "%s%s", h[i].mountpoint, own + rl) > 0);
+      nftw (dir, cgroup_visit, 16, FTW_PHYS | FTW_MOUNT);
+      free (dir);
+    }
+  return cg_count;
+}
+
+/* Files. */
+
+char *
+make_public_dir (void)
+{
+  char tmpl[] = "/tmp/nsbox-test.XXXXXX";
+  cr_assert_not_null (mkdtemp (tmpl), "mkdtemp: %s", strerror (errno));
+  cr_assert (chmod (tmpl, 0755) == 0, "chmod '%s': %s", tmpl, strerror (errno));
+  char *dir = strdup (tmpl);
+  cr_assert_not_null (dir);
+  return dir;
+}
+
+void
+write_text_file (const char *path, const char *text, mode_t mode)
+{
+  int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  cr_assert (fd >= 0, "create '%s': %s", path, strerror (errno));
+  write_all (fd, text, strlen (text));
+  cr_assert (fchmod (fd, mode) == 0, "chmod '%s': %s", path, strerror (errno));
+  close (fd);
+}
+
+static int
+remove_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove (path);
+  return 0;
+}
+
+void
+remove_tree (const char *path)
+{
+  if (path)
+    nftw (path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}

@@ -1,0 +1,190 @@
+/* Helpers for the integration tests: run one piece of code in a real sandbox
+ * through the nsbox CLI or through libnsbox, as root or as the unprivileged
+ * test user, and observe the host around it.
+ *
+ * Environment:
+ *   NSBOX_TEST_ROOTFS     the Python rootfs directory (required)
+ *   NSBOX_BIN             the nsbox binary (default build/nsbox)
+ *   NSBOX_TEST_USER       when set, every sandbox is started as this user
+ *                         (the test binary itself stays root)
+ *   NSBOX_TEST_MUST_WORK  1: every skip is a failure */
+#ifndef NSBOX_TEST_HARNESS_H
+#define NSBOX_TEST_HARNESS_H
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+/* How a case reaches the launcher. */
+enum run_mode
+{
+  RUN_CLI = 0, /* NSBOX_BIN run --rootfs ROOTFS --json EXTRA... */
+  RUN_LIB,     /* nsbox_run() in a forked child */
+};
+
+struct run_out
+{
+  /* The exit status nsbox gave (CLI) or would give (library: computed from
+   * the result with the CLI's rules: 124 timed out, 137 memory kill, 125
+   * nsbox_run failed), or -1 when the launcher was killed by a signal. */
+  int exit_status;
+  int term_signal; /* signal that killed the launcher process, or 0 */
+  /* CLI: its stdout and stderr. Library: the JSON result, and
+   * "nsbox: <error message>\n" when nsbox_run or the configuration failed.
+   * Both are NUL-terminated (the NUL is not counted). */
+  char *out;
+  size_t out_len;
+  char *err;
+  size_t err_len;
+  double seconds;   /* wall time of the launcher process */
+  json_t *json;     /* the parsed result, or NULL */
+  long peak_rss_kb; /* wait4 ru_maxrss of the launcher process */
+  /* Extra, for assertions and messages: */
+  long base_rss_kb; /* library: RSS of the forked launcher before nsbox_run; CLI: 0 */
+  pid_t pid;        /* pid of the launcher process (names its cgroups) */
+  enum run_mode mode;
+  bool as_json;
+  bool non_dumpable; /* library run from a non-dumpable caller */
+  char *description; /* built by run_describe() */
+};
+
+/* Configuration from the environment. Fails the test when unusable. */
+const char *harness_rootfs (void);
+const char *harness_nsbox_bin (void);
+/* The test user's name, or NULL when sandboxes run as the harness's user. */
+const char *harness_test_user (void);
+bool harness_must_work (void);
+/* The host uid the sandbox's processes run as: 65534 when started by root,
+ * else the (test) user's own uid. */
+uid_t sandbox_host_uid (void);
+gid_t sandbox_host_gid (void);
+
+/* The one skip macro: for genuinely missing kernel features only. */
+#define NSBOX_SKIP_UNLESS(cond, reason)                                                            \
+  do                                                                                               \
+    {                                                                                              \
+      if (!(cond))                                                                                 \
+        {                                                                                          \
+          if (harness_must_work ())                                                                \
+            cr_assert_fail ("NSBOX_TEST_MUST_WORK=1 forbids skipping: %s", (reason));              \
+          else                                                                                     \
+            cr_skip_test ("%s", (reason));                                                         \
+        }                                                                                          \
+    }                                                                                              \
+  while (0)
+
+/* Runs `code` through the CLI with --json. extra_args is NULL or a
+ * NULL-terminated list of further CLI arguments ("--timeout", "1s", ...,
+ * possibly "--", COMMAND...). */
+void run_cli (const char *code, size_t len, const char *const *extra_args, struct run_out *out);
+/* The same without --json: out/err are the program's raw output plus the
+ * CLI's own notes on stderr. */
+void run_cli_text (const char *code, size_t len, const char *const *extra_args,
+                   struct run_out *out);
+/* The CLI in steps, to watch the host while a sandbox runs: spawn, feed the
+ * code (small code only: written at once), then wait. run_cli_wait feeds
+ * `code` itself when run_job_feed was not called. */
+struct run_job
+{
+  pid_t pid;
+  int in_fd, out_fd, err_fd;
+  double start;
+  bool as_json;
+};
+void run_cli_spawn (const char *const *extra_args, bool as_json, struct run_job *job);
+void run_job_feed (struct run_job *job, const char *code, size_t len);
+void run_cli_wait (struct run_job *job, const char *code, size_t len, struct run_out *out);
+/* The same case through the library: the CLI-style extra arguments become
+ * nsbox_config_load_yaml (--config), nsbox_config_set (--KEY VALUE,
+ * --KEY=VALUE) and nsbox_config_set_command (-- COMMAND...). */
+void run_lib (const char *code, size_t len, const char *const *extra_args, struct run_out *out);
+/* run_lib from a caller that is not dumpable (PR_SET_DUMPABLE 0), as a
+ * program that dropped root with setuid() without exec'ing is. */
+void run_lib_non_dumpable (const char *code, size_t len, const char *const *extra_args,
+                           struct run_out *out);
+/* run_cli or run_lib. */
+void run_mode (enum run_mode mode, const char *code, const char *const *extra_args,
+               struct run_out *out);
+void run_out_free (struct run_out *out);
+
+const char *run_mode_name (enum run_mode mode);
+/* A one-paragraph account of the run for failure messages. Valid until
+ * run_out_free. */
+const char *run_describe (struct run_out *out);
+
+/* Assert with the run's account appended. */
+#define RUN_ASSERT(out, cond, fmt, ...)                                                            \
+  cr_assert ((cond), fmt "\n%s", ##__VA_ARGS__, run_describe (out))
+
+/* Result fields; each asserts the JSON is there and the field has the type. */
+json_t *run_json (struct run_out *out);
+long long run_json_int (struct run_out *out, const char *key);
+bool run_json_bool (struct run_out *out, const char *key);
+/* A string field, or NULL when it is JSON null. */
+const char *run_json_str (struct run_out *out, const char *key, size_t *len);
+/* limits.<name> */
+const char *run_json_limit (struct run_out *out, const char *name);
+/* JSON stdout/stderr (NUL-terminated; may contain NULs). */
+const char *run_stdout (struct run_out *out, size_t *len);
+const char *run_stderr (struct run_out *out, size_t *len);
+
+/* The run completed, the program exited 0 and printed exactly `expected`. */
+void assert_prints (struct run_out *out, const char *expected);
+/* nsbox refused: exit 125, no stdout, exactly one stderr line "nsbox: ..."
+ * containing every NULL-terminated needle. */
+void assert_refused (struct run_out *out, const char *const *needles);
+
+/* A "NAME=VALUE" environment entry unique to this run, to find the
+ * sandbox's processes on the host through /proc/PID/environ. */
+void make_run_tag (char *buf, size_t size);
+
+/* Host TCP listener on 127.0.0.1 on an ephemeral port. */
+int tcp_listener (uint16_t *port);
+/* Whether a connection to the listener was completed. */
+bool listener_was_connected (int fd);
+
+/* A 0600 file holding `content` in a fresh 0700 directory; returns its path
+ * (free it, and remove with remove_canary). */
+char *canary_file (const char *content);
+void remove_canary (char *path);
+/* Opens `path` read-only WITHOUT O_CLOEXEC, so it is inherited by the
+ * launcher, to check the sandbox cannot reach it. */
+int open_inheritable (const char *path);
+
+/* Processes with real uid `uid`; with `environ_needle`, only those whose
+ * /proc/PID/environ contains it. A short list goes to desc. */
+int count_uid_processes (uid_t uid, const char *environ_needle, char *desc, size_t desc_size);
+/* Polls until count_uid_processes is 0 or timeout_ms passed; returns the
+ * last count. */
+int wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_ms, char *desc,
+                             size_t desc_size);
+
+/* Whether any cgroup hierarchy is visible. */
+bool have_cgroups (void);
+/* Directories named nsbox-<launcher_pid>-* (any nsbox-* when launcher_pid
+ * is 0) below the test process's own cgroup in every hierarchy. */
+int count_nsbox_cgroups (pid_t launcher_pid, char *desc, size_t desc_size);
+
+/* A fresh 0755 directory under /tmp that the test user can read (free it;
+ * remove with remove_tree). */
+char *make_public_dir (void);
+void write_text_file (const char *path, const char *text, mode_t mode);
+void remove_tree (const char *path);
+
+/* Parameterised over the CLI and the library. Use as
+ *   MODE_TEST (suite, name, .timeout = 30) { ... *mode ... } */
+extern enum run_mode harness_modes[2];
+#define MODE_TEST(suite, name, ...)                                                                \
+  ParameterizedTestParameters (suite, name)                                                        \
+  {                                                                                                \
+    return cr_make_param_array (enum run_mode, harness_modes, 2);                                  \
+  }                                                                                                \
+  ParameterizedTest (enum run_mode *mode, suite, name, __VA_ARGS__)
+
+#endif
