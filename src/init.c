@@ -251,6 +251,16 @@ reap (pid_t program)
     }
 }
 
+/* Before anything else: from here on every process of the sandbox is
+ * counted and limited by the v1 cgroups. */
+static void
+join_v1_cgroups (const struct nsbox_plan *plan)
+{
+  for (int i = 0; i < plan->n_v1_tasks_fds; i++)
+    if (write (plan->v1_tasks_fds[i], "0", 1) != 1)
+      nsbox_child_fail (NSBOX_STEP_JOIN_CGROUP, errno, NULL);
+}
+
 /* /proc/1/cmdline is readable by anyone in the sandbox and would show the
  * launcher's command line (paths, flags, --env values). */
 static void
@@ -267,6 +277,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
 {
   child_report_fd = plan->report_fd;
   wipe_launcher_strings (plan);
+  join_v1_cgroups (plan);
   place_fds (plan);
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
@@ -310,6 +321,7 @@ static const char *const step_names[NSBOX_STEP_COUNT_] = {
   [NSBOX_STEP_NONE] = "unknown step",
   [NSBOX_STEP_SYNC] = "wait for the launcher",
   [NSBOX_STEP_FDS] = "set up file descriptors",
+  [NSBOX_STEP_JOIN_CGROUP] = "join the run's cgroup v1",
   [NSBOX_STEP_PDEATHSIG] = "set parent-death signal",
   [NSBOX_STEP_CGROUPNS] = "enter cgroup namespace",
   [NSBOX_STEP_MOUNT_PRIVATE] = "make mounts private on",

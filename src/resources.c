@@ -446,6 +446,8 @@ nsbox_limits_prepare (struct nsbox_limits *l, const struct nsbox_config *c, stru
                       struct nsbox_error **err)
 {
   struct cgroup_view view = { 0 };
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    l->tasks_fd[i] = -1;
   view_load (&view);
   const char *why = NULL;
   if (!try_v2 (l, &view, c, &why))
@@ -469,21 +471,24 @@ nsbox_limits_prepare (struct nsbox_limits *l, const struct nsbox_config *c, stru
     }
   l->mech[NSBOX_LIMIT_TMP] = NSBOX_MECH_TMPFS;
   plan->unshare_cgroupns = l->v2_fd < 0;
-  return check_strict (l, c, err);
+  int r = check_strict (l, c, err);
+  return r < 0 ? r : nsbox_limits_open_tasks (l, plan, err);
 }
 
 int
-nsbox_limits_attach (struct nsbox_limits *l, pid_t pid, struct nsbox_error **err)
+nsbox_limits_open_tasks (struct nsbox_limits *l, struct nsbox_plan *plan, struct nsbox_error **err)
 {
-  char text[32];
-  snprintf (text, sizeof text, "%d", (int) pid);
+  plan->n_v1_tasks_fds = 0;
   for (int i = 0; i < NSBOX_V1_COUNT_; i++)
     {
       if (!l->v1_dir[i])
         continue;
-      int r = write_file (l->v1_dir[i], "cgroup.procs", text);
-      if (r < 0)
-        return nsbox_error_sys (err, -r, "move the sandbox into cgroup '%s'", l->v1_dir[i]);
+      char path[4096];
+      snprintf (path, sizeof path, "%s/tasks", l->v1_dir[i]);
+      l->tasks_fd[i] = open (path, O_WRONLY | O_CLOEXEC);
+      if (l->tasks_fd[i] < 0)
+        return nsbox_error_sys (err, errno, "open '%s'", path);
+      plan->v1_tasks_fds[plan->n_v1_tasks_fds++] = l->tasks_fd[i];
     }
   return 0;
 }
@@ -571,6 +576,12 @@ nsbox_limits_release (struct nsbox_limits *l)
   if (l->v2_fd >= 0)
     close (l->v2_fd);
   l->v2_fd = -1;
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    {
+      if (l->tasks_fd[i] >= 0)
+        close (l->tasks_fd[i]);
+      l->tasks_fd[i] = -1;
+    }
   if (l->v2_dir)
     remove_cgroup (l->v2_dir);
   free (TAKE_PTR (l->v2_dir));

@@ -27,6 +27,7 @@ struct nsbox_limits
   int v2_fd;                       /* O_DIRECTORY fd for CLONE_INTO_CGROUP, or -1 */
   char *v1_dir[NSBOX_V1_COUNT_];   /* run cgroups (v1), or NULL */
   char *why_not_cgroup;            /* why cgroups could not be used, for --strict */
+  int tasks_fd[NSBOX_V1_COUNT_];   /* opened tasks files, or -1 */
 };
 
 /* Chooses mechanisms for memory, cpus and pids, creates the run cgroup(s)
@@ -36,9 +37,10 @@ int nsbox_limits_prepare (struct nsbox_limits *limits, const struct nsbox_config
                           struct nsbox_plan *plan, struct nsbox_error **err)
     __attribute__ ((visibility ("hidden")));
 
-/* Moves the (still waiting) sandbox init into the v1 cgroups. */
-int nsbox_limits_attach (struct nsbox_limits *limits, pid_t pid, struct nsbox_error **err)
-    __attribute__ ((visibility ("hidden")));
+/* Opens the v1 cgroups' tasks files for the child to join them itself
+ * (fds in plan->v1_tasks_fds, closed by nsbox_limits_release). */
+int nsbox_limits_open_tasks (struct nsbox_limits *limits, struct nsbox_plan *plan,
+                             struct nsbox_error **err) __attribute__ ((visibility ("hidden")));
 
 /* Kills every process of the run cgroup (cgroup.kill). Returns false when
  * that is not available, so the caller falls back to killing init. */

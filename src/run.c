@@ -267,6 +267,8 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
   struct run r;
   memset (&r, 0, sizeof r);
   r.limits.v2_fd = -1;
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    r.limits.tasks_fd[i] = -1;
   for (int i = 0; i < 2 * PIPE_COUNT_; i++)
     r.fds[i] = -1;
   struct nsbox_result *res = calloc (1, sizeof *res);

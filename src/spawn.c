@@ -91,9 +91,7 @@ nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int syn
   if (pid == 0)
     nsbox_child_main (plan);
 
-  int r = nsbox_limits_attach (limits, (pid_t) pid, err);
-  if (r >= 0)
-    r = write_id_maps ((pid_t) pid, plan, err);
+  int r = write_id_maps ((pid_t) pid, plan, err);
   if (r >= 0 && write (sync_fd, "x", 1) != 1)
     r = nsbox_error_sys (err, errno, "signal the sandbox");
   if (r < 0)
