@@ -15,6 +15,7 @@
 #include "error.h"
 #include "resources.h"
 #include "result.h"
+#include "runsc.h"
 #include "sandbox.h"
 #include "seccomp.h"
 #include "spawn.h"
@@ -221,13 +222,11 @@ close_child_ends (struct run *r)
 }
 
 static int
-check_caller (const struct nsbox_config *c, struct nsbox_error **err)
+check_caller (struct nsbox_error **err)
 {
   if (getuid () != geteuid () || getgid () != getegid ())
     return nsbox_error_set (err, EPERM, "nsbox refuses to run set-user-ID or set-group-ID "
                                         "(real and effective ids differ)");
-  if (c->runtime == NSBOX_RUNTIME_RUNSC)
-    return nsbox_error_set (err, ENOTSUP, "runtime 'runsc' is not supported yet");
   return 0;
 }
 
@@ -261,7 +260,7 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
 {
   if (!c || !out || (!code && code_len))
     return nsbox_error_set (err, EINVAL, "nsbox_run: invalid arguments");
-  int ret = check_caller (c, err);
+  int ret = check_caller (err);
   if (ret < 0)
     return ret;
   struct run r;
@@ -274,12 +273,20 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  ret = prepare_plan (&r, c, err);
-  if (ret >= 0)
+  enum nsbox_runtime runtime = c->runtime;
+  if (runtime == NSBOX_RUNTIME_AUTO)
+    runtime = nsbox_runsc_usable (c) ? NSBOX_RUNTIME_RUNSC : NSBOX_RUNTIME_NATIVE;
+  struct nsbox_config limits_view = *c;
+  if (runtime == NSBOX_RUNTIME_RUNSC)
+    nsbox_runsc_host_limits (&limits_view);
+  ret = prepare_plan (&r, &limits_view, err);
+  if (ret >= 0 && runtime == NSBOX_RUNTIME_RUNSC)
+    ret = nsbox_runsc_execute (&r.plan, &r.limits, c, code, code_len, res, err);
+  else if (ret >= 0)
     ret = execute (&r, c, code, code_len, res, err);
   for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
     res->limits[i] = r.limits.mech[i];
-  res->runtime = "native";
+  res->runtime = runtime == NSBOX_RUNTIME_RUNSC ? "runsc" : "native";
   run_release (&r);
   if (ret < 0)
     {

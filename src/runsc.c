@@ -1,0 +1,899 @@
+/* runtime runsc: the same job under gVisor.
+ *
+ *   nsbox (caller's uid)
+ *     |  private work dir (0700): bundle/config.json, state/, runsc.log
+ *     |  clone3(NEWUSER|NEWPID|NEWNS, into the run's cgroups, PIDFD)
+ *     |  uid/gid map "0 <host> 1": the caller, or 65534 when nsbox is root,
+ *     |  so no part of gVisor ever runs as host root
+ *     `- init (pid 1, our code): joins v1 cgroups, mounts its own /proc
+ *        `- runsc --rootless --network=none --ignore-cgroups run ...
+ *             `- gofer, sentry (and the ptrace stubs of the sandbox)
+ *
+ * When the init ends (runsc exited, timeout, the launcher died: PDEATHSIG)
+ * the kernel kills everything left in its PID namespace, so no gVisor
+ * process can outlive the run. Stdio are the pipes nsbox_supervise drives,
+ * exactly as for the native runtime; init reports runsc's wait status
+ * through the same report pipe. */
+#include "runsc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "supervise.h"
+#include "util.h"
+
+/* Host uid/gid that gVisor's processes run as when nsbox is root. */
+#define RUNSC_ROOT_HOST_ID 65534
+
+static const char *const default_runsc_dirs[]
+    = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin" };
+
+enum
+{
+  R_STDIN = 0,
+  R_STDOUT,
+  R_STDERR,
+  R_REPORT,
+  R_SYNC,
+  R_PIPES_,
+};
+
+/* Everything the init child needs, prepared before clone. */
+struct runsc_job
+{
+  char *runsc;       /* absolute path of the runsc binary */
+  char *workdir;     /* private, removed afterwards */
+  char *bundle;      /* workdir/bundle */
+  char *state;       /* workdir/state: runsc --root */
+  char *log;         /* workdir/runsc.log: runsc's error log (JSON lines) */
+  char id[64];
+  const char *argv[16];
+  const char *envp[4];
+  char *owned[8];    /* strings in argv/envp we allocated */
+  size_t n_owned;
+  const int *v1_tasks_fds;
+  int n_v1_tasks_fds;
+  bool root;         /* nsbox runs as root: map to RUNSC_ROOT_HOST_ID */
+  int fds[2 * R_PIPES_];
+};
+
+/* ---- the init child (async-signal-safe only) ---- */
+
+enum
+{
+  INIT_REPORT_FD = 3,
+  INIT_SYNC_FD = 4,
+  INIT_FIRST_FREE_FD = 5,
+};
+
+static int init_report_fd = -1;
+
+static void __attribute__ ((noreturn))
+init_fail (int step, int err, const char *detail)
+{
+  struct nsbox_report report;
+  memset (&report, 0, sizeof report);
+  report.kind = NSBOX_REPORT_ERROR;
+  report.step = step;
+  report.err = err;
+  for (size_t i = 0; detail && detail[i] && i + 1 < sizeof report.detail; i++)
+    report.detail[i] = detail[i];
+  if (init_report_fd >= 0)
+    while (write (init_report_fd, &report, sizeof report) < 0 && errno == EINTR)
+      ;
+  _exit (127);
+}
+
+static void
+init_place_fds (const struct runsc_job *job)
+{
+  const int from[] = { job->fds[2 * R_STDIN], job->fds[2 * R_STDOUT + 1],
+                       job->fds[2 * R_STDERR + 1], job->fds[2 * R_REPORT + 1],
+                       job->fds[2 * R_SYNC] };
+  int high[5];
+  for (int i = 0; i < 5; i++)
+    if ((high[i] = fcntl (from[i], F_DUPFD_CLOEXEC, 16)) < 0)
+      init_fail (NSBOX_STEP_FDS, errno, NULL);
+  for (int i = 0; i < 3; i++)
+    if (dup2 (high[i], i) < 0)
+      init_fail (NSBOX_STEP_FDS, errno, NULL);
+  if (dup3 (high[3], INIT_REPORT_FD, O_CLOEXEC) < 0)
+    init_fail (NSBOX_STEP_FDS, errno, NULL);
+  init_report_fd = INIT_REPORT_FD;
+  if (dup3 (high[4], INIT_SYNC_FD, O_CLOEXEC) < 0)
+    init_fail (NSBOX_STEP_FDS, errno, NULL);
+  if (syscall (SYS_close_range, INIT_FIRST_FREE_FD, ~0U, 0) < 0)
+    init_fail (NSBOX_STEP_FDS, errno, NULL);
+}
+
+static void
+init_reset_signals (void)
+{
+  struct sigaction dfl;
+  memset (&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP)
+      sigaction (sig, &dfl, NULL);
+  sigset_t none;
+  sigemptyset (&none);
+  if (sigprocmask (SIG_SETMASK, &none, NULL) < 0)
+    init_fail (NSBOX_STEP_SIGNALS, errno, NULL);
+}
+
+/* Becomes root of the user namespace (the mapped host id), without the
+ * launcher's supplementary groups, and gives the namespace its own /proc:
+ * runsc re-executes itself through /proc/self/exe. */
+static void
+init_enter_namespace (const struct runsc_job *job)
+{
+  if (job->root && syscall (SYS_setgroups, 0, NULL) < 0)
+    init_fail (NSBOX_STEP_SETGROUPS, errno, NULL);
+  if (syscall (SYS_setresgid, 0, 0, 0) < 0)
+    init_fail (NSBOX_STEP_SETGID, errno, NULL);
+  if (syscall (SYS_setresuid, 0, 0, 0) < 0)
+    init_fail (NSBOX_STEP_SETUID, errno, NULL);
+  if (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    init_fail (NSBOX_STEP_MOUNT_PRIVATE, errno, "/");
+  if (mount ("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+    init_fail (NSBOX_STEP_MOUNT_PROC, errno, "/proc");
+}
+
+static void __attribute__ ((noreturn))
+init_main (const struct runsc_job *job)
+{
+  init_report_fd = job->fds[2 * R_REPORT + 1];
+  for (int i = 0; i < job->n_v1_tasks_fds; i++)
+    if (write (job->v1_tasks_fds[i], "0", 1) != 1)
+      init_fail (NSBOX_STEP_JOIN_CGROUP, errno, NULL);
+  init_place_fds (job);
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    init_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+  char byte;
+  ssize_t n;
+  do
+    n = read (INIT_SYNC_FD, &byte, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1)
+    _exit (127);
+  close (INIT_SYNC_FD);
+  init_enter_namespace (job);
+  init_reset_signals ();
+  pid_t runsc = (pid_t) syscall (SYS_clone, (unsigned long) SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+  if (runsc < 0)
+    init_fail (NSBOX_STEP_FORK, errno, NULL);
+  if (runsc == 0)
+    {
+      if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        init_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+      execve (job->runsc, (char *const *) job->argv, (char *const *) job->envp);
+      init_fail (NSBOX_STEP_EXEC, errno, job->runsc);
+    }
+  close (0);
+  close (1);
+  close (2);
+  if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    init_fail (NSBOX_STEP_WAIT, errno, NULL);
+  for (;;)
+    {
+      int status;
+      pid_t pid = wait4 (-1, &status, 0, NULL);
+      if (pid < 0 && errno == EINTR)
+        continue;
+      if (pid < 0)
+        init_fail (NSBOX_STEP_WAIT, errno, NULL);
+      if (pid != runsc)
+        continue;
+      struct nsbox_report report;
+      memset (&report, 0, sizeof report);
+      report.kind = NSBOX_REPORT_STATUS;
+      report.status = status;
+      while (write (INIT_REPORT_FD, &report, sizeof report) < 0 && errno == EINTR)
+        ;
+      _exit (0);
+    }
+}
+
+/* ---- the launcher's side ---- */
+
+static int
+own (struct runsc_job *job, char *s)
+{
+  if (!s || job->n_owned >= ARRAY_SIZE (job->owned))
+    {
+      free (s);
+      return -ENOMEM;
+    }
+  job->owned[job->n_owned++] = s;
+  return 0;
+}
+
+static bool
+is_executable_file (const char *path)
+{
+  struct stat st;
+  return stat (path, &st) == 0 && S_ISREG (st.st_mode) && access (path, X_OK) == 0;
+}
+
+/* NSBOX_RUNSC, else `runsc` in the launcher's PATH, else the usual
+ * directories. */
+static int
+find_runsc (char **out, struct nsbox_error **err)
+{
+  const char *env = getenv ("NSBOX_RUNSC");
+  if (env && *env)
+    {
+      char *path = realpath (env, NULL);
+      if (!path || !is_executable_file (path))
+        {
+          free (path);
+          return nsbox_error_set (err, ENOENT, "runtime 'runsc': NSBOX_RUNSC '%s' is not an "
+                                               "executable file", env);
+        }
+      *out = path;
+      return 0;
+    }
+  const char *search = getenv ("PATH");
+  for (int pass = 0; pass < 2; pass++)
+    {
+      size_t ndirs = pass == 0 ? 1 : ARRAY_SIZE (default_runsc_dirs);
+      for (size_t d = 0; d < ndirs; d++)
+        {
+          const char *p = pass == 0 ? search : default_runsc_dirs[d];
+          while (p && *p)
+            {
+              size_t len = strcspn (p, ":");
+              char candidate[4096];
+              if (len > 0 && len < sizeof candidate - 8)
+                {
+                  snprintf (candidate, sizeof candidate, "%.*s/runsc", (int) len, p);
+                  if (candidate[0] == '/' && is_executable_file (candidate))
+                    {
+                      *out = realpath (candidate, NULL);
+                      if (!*out)
+                        return nsbox_error_set (err, ENOMEM, "out of memory");
+                      return 0;
+                    }
+                }
+              p += len;
+              if (*p == ':')
+                p++;
+            }
+        }
+    }
+  return nsbox_error_set (err, ENOENT, "runtime 'runsc': no runsc binary found in PATH or the "
+                                       "usual directories (install gVisor, e.g. apt-get install "
+                                       "runsc, or set NSBOX_RUNSC)");
+}
+
+static const char *
+rlimit_name (int resource)
+{
+  switch (resource)
+    {
+    case RLIMIT_CORE:
+      return "RLIMIT_CORE";
+    case RLIMIT_AS:
+      return "RLIMIT_AS";
+    case RLIMIT_NPROC:
+      return "RLIMIT_NPROC";
+    case RLIMIT_FSIZE:
+      return "RLIMIT_FSIZE";
+    case RLIMIT_NOFILE:
+      return "RLIMIT_NOFILE";
+    case RLIMIT_DATA:
+      return "RLIMIT_DATA";
+    case RLIMIT_STACK:
+      return "RLIMIT_STACK";
+    case RLIMIT_CPU:
+      return "RLIMIT_CPU";
+    default:
+      return NULL;
+    }
+}
+
+static int
+add (json_t *array, json_t *item)
+{
+  return item ? json_array_append_new (array, item) : -1;
+}
+
+/* process.rlimits: the plan's (RLIMIT_CORE 0, and the fallback rlimits),
+ * with RLIMIT_NPROC = pids-limit always: gVisor enforces it for the one
+ * user of the sandbox, and the host cgroup cannot count gVisor's tasks. */
+static json_t *
+build_rlimits (const struct nsbox_plan *plan, const struct nsbox_config *c)
+{
+  json_t *a = json_array ();
+  if (!a)
+    return NULL;
+  for (int i = 0; i < plan->nrlimits; i++)
+    {
+      const char *name = rlimit_name (plan->rlimit_resources[i]);
+      if (!name || plan->rlimit_resources[i] == RLIMIT_NPROC)
+        continue;
+      if (add (a, json_pack ("{s:s, s:I, s:I}", "type", name, "hard",
+                             (json_int_t) plan->rlimits[i].rlim_max, "soft",
+                             (json_int_t) plan->rlimits[i].rlim_cur))
+          < 0)
+        goto fail;
+    }
+  if (add (a, json_pack ("{s:s, s:I, s:I}", "type", "RLIMIT_NPROC", "hard",
+                         (json_int_t) c->pids_limit, "soft", (json_int_t) c->pids_limit))
+      < 0)
+    goto fail;
+  return a;
+fail:
+  json_decref (a);
+  return NULL;
+}
+
+static json_t *
+build_process (const struct nsbox_plan *plan, const struct nsbox_config *c)
+{
+  json_t *args = json_array (), *env = json_array ();
+  json_t *caps = json_pack ("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
+                            "inheritable", "permitted", "ambient");
+  json_t *rlimits = build_rlimits (plan, c);
+  if (!args || !env || !caps || !rlimits)
+    goto fail;
+  for (char *const *a = plan->argv; *a; a++)
+    if (add (args, json_string (*a)) < 0)
+      goto fail;
+  for (char *const *e = plan->envp; *e; e++)
+    if (add (env, json_string (*e)) < 0)
+      goto fail;
+  return json_pack ("{s:b, s:{s:I, s:I}, s:o, s:o, s:s, s:o, s:b, s:o}", "terminal", 0, "user",
+                    "uid", (json_int_t) c->uid, "gid", (json_int_t) c->gid, "args", args, "env",
+                    env, "cwd", "/", "capabilities", caps, "noNewPrivileges", 1, "rlimits",
+                    rlimits);
+fail:
+  json_decref (args);
+  json_decref (env);
+  json_decref (caps);
+  json_decref (rlimits);
+  return NULL;
+}
+
+static json_t *
+build_mounts (const struct nsbox_config *c)
+{
+  char tmp_size[64];
+  snprintf (tmp_size, sizeof tmp_size, "size=%" PRIu64, c->tmp_size_bytes);
+  return json_pack (
+      "[{s:s, s:s, s:s, s:[s,s,s]},"
+      " {s:s, s:s, s:s, s:[s,s,s,s]},"
+      " {s:s, s:s, s:s, s:[s,s,s,s,s]},"
+      " {s:s, s:s, s:s, s:[s,s,s,s]}]",
+      "destination", "/proc", "type", "proc", "source", "proc", "options", "nosuid", "noexec",
+      "nodev",
+      "destination", "/dev", "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "noexec",
+      "mode=755", "size=65536k",
+      "destination", "/dev/shm", "type", "tmpfs", "source", "shm", "options", "nosuid", "nodev",
+      "noexec", "mode=1777", tmp_size,
+      "destination", "/tmp", "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev",
+      "mode=1777", tmp_size);
+}
+
+/* linux.resources: what the configuration asks for. With --ignore-cgroups
+ * runsc does not apply them on the host; the run's own cgroups around runsc
+ * do, and the result says which limit was enforced by what. */
+static json_t *
+build_linux (const struct nsbox_config *c)
+{
+  return json_pack ("{s:[{s:s},{s:s},{s:s},{s:s},{s:s}],"
+                    " s:{s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I}}}",
+                    "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts",
+                    "type", "mount",
+                    "resources", "memory", "limit", (json_int_t) c->memory_bytes, "swap",
+                    (json_int_t) c->memory_bytes, "cpu", "quota",
+                    (json_int_t) (c->cpus_milli * 100), "period", (json_int_t) 100000, "pids",
+                    "limit", (json_int_t) c->pids_limit);
+}
+
+static int
+write_config (const struct runsc_job *job, const struct nsbox_plan *plan,
+              const struct nsbox_config *c, struct nsbox_error **err)
+{
+  json_t *process = build_process (plan, c);
+  json_t *mounts = build_mounts (c);
+  json_t *linux_ = build_linux (c);
+  if (!process || !mounts || !linux_)
+    {
+      json_decref (process);
+      json_decref (mounts);
+      json_decref (linux_);
+      return nsbox_error_set (err, ENOMEM, "out of memory");
+    }
+  json_t *spec = json_pack ("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o}", "ociVersion", "1.0.2",
+                            "process", process, "root", "path", plan->rootfs, "readonly", 1,
+                            "hostname", "nsbox", "mounts", mounts, "linux", linux_);
+  if (!spec)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  char path[4096];
+  snprintf (path, sizeof path, "%s/config.json", job->bundle);
+  cleanup_close int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int r = 0;
+  if (fd < 0)
+    r = nsbox_error_sys (err, errno, "create '%s'", path);
+  else if (json_dumpfd (spec, fd, JSON_COMPACT) < 0)
+    r = nsbox_error_sys (err, errno ? errno : EIO, "write '%s'", path);
+  else if (job->root && fchown (fd, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
+    r = nsbox_error_sys (err, errno, "chown '%s'", path);
+  json_decref (spec);
+  return r;
+}
+
+static int
+remove_entry (const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+  (void) st;
+  (void) type;
+  (void) ftw;
+  remove (path);
+  return 0;
+}
+
+static void
+job_release (struct runsc_job *job)
+{
+  if (job->workdir)
+    nftw (job->workdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  free (job->runsc);
+  free (job->workdir);
+  free (job->bundle);
+  free (job->state);
+  free (job->log);
+  for (size_t i = 0; i < job->n_owned; i++)
+    free (job->owned[i]);
+  for (int i = 0; i < 2 * R_PIPES_; i++)
+    if (job->fds[i] >= 0)
+      close (job->fds[i]);
+}
+
+static int
+make_workdir (struct runsc_job *job, struct nsbox_error **err)
+{
+  const char *base = getenv ("TMPDIR");
+  if (!base || base[0] != '/')
+    base = "/tmp";
+  if (asprintf (&job->workdir, "%s/nsbox-runsc-XXXXXX", base) < 0)
+    return (job->workdir = NULL), nsbox_error_set (err, ENOMEM, "out of memory");
+  if (!mkdtemp (job->workdir))
+    {
+      int e = errno;
+      free (TAKE_PTR (job->workdir));
+      return nsbox_error_sys (err, e, "create the runsc work directory in '%s'", base);
+    }
+  if (asprintf (&job->bundle, "%s/bundle", job->workdir) < 0
+      || asprintf (&job->state, "%s/state", job->workdir) < 0
+      || asprintf (&job->log, "%s/runsc.log", job->workdir) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (mkdir (job->bundle, 0700) < 0)
+    return nsbox_error_sys (err, errno, "create '%s'", job->bundle);
+  /* gVisor runs as host uid 65534 when we are root: it owns its work dir. */
+  if (job->root
+      && (chown (job->workdir, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0
+          || chown (job->bundle, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0))
+    return nsbox_error_sys (err, errno, "chown '%s'", job->workdir);
+  return 0;
+}
+
+static int
+build_argv (struct runsc_job *job, struct nsbox_error **err)
+{
+  static atomic_uint counter;
+  snprintf (job->id, sizeof job->id, "nsbox-%d-%u", (int) getpid (),
+            atomic_fetch_add (&counter, 1));
+  char *root_flag = NULL, *log_flag = NULL, *tmpdir = NULL;
+  if (asprintf (&root_flag, "--root=%s", job->state) < 0)
+    root_flag = NULL;
+  if (own (job, root_flag) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (asprintf (&log_flag, "--log=%s", job->log) < 0)
+    log_flag = NULL;
+  if (own (job, log_flag) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (asprintf (&tmpdir, "TMPDIR=%s", job->workdir) < 0)
+    tmpdir = NULL;
+  if (own (job, tmpdir) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  const char *const argv[] = { "runsc", "--rootless", "--network=none", "--ignore-cgroups",
+                               root_flag, log_flag, "run", "--bundle", job->bundle, job->id,
+                               NULL };
+  memcpy (job->argv, argv, sizeof argv);
+  job->envp[0] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  job->envp[1] = tmpdir;
+  job->envp[2] = NULL;
+  return 0;
+}
+
+static int
+write_proc (pid_t pid, const char *name, const char *text, struct nsbox_error **err)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
+  cleanup_close int fd = open (path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "open '%s'", path);
+  ssize_t len = (ssize_t) strlen (text);
+  if (write (fd, text, (size_t) len) != len)
+    return nsbox_error_sys (err, errno ? errno : EIO, "write '%s' to '%s'", text, path);
+  return 0;
+}
+
+static int
+write_maps (const struct runsc_job *job, pid_t pid, struct nsbox_error **err)
+{
+  unsigned uid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned) geteuid ();
+  unsigned gid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned) getegid ();
+  char map[64];
+  if (!job->root && write_proc (pid, "setgroups", "deny", err) < 0)
+    return nsbox_error_prefix (err, "runsc init: write id maps");
+  snprintf (map, sizeof map, "0 %u 1\n", uid);
+  if (write_proc (pid, "uid_map", map, err) < 0)
+    return nsbox_error_prefix (err, "runsc init: write id maps");
+  snprintf (map, sizeof map, "0 %u 1\n", gid);
+  if (write_proc (pid, "gid_map", map, err) < 0)
+    return nsbox_error_prefix (err, "runsc init: write id maps");
+  return 0;
+}
+
+static int
+spawn_init (struct runsc_job *job, struct nsbox_limits *limits, struct nsbox_child *child,
+            struct nsbox_error **err)
+{
+  int pidfd = -1;
+  struct clone_args args;
+  memset (&args, 0, sizeof args);
+  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD;
+  args.pidfd = (uint64_t) (uintptr_t) &pidfd;
+  args.exit_signal = 0;
+  if (limits->v2_fd >= 0)
+    {
+      args.flags |= CLONE_INTO_CGROUP;
+      args.cgroup = (uint64_t) limits->v2_fd;
+    }
+  long pid = syscall (SYS_clone3, &args, sizeof args);
+  if (pid < 0)
+    return nsbox_error_sys (err, errno, "runtime 'runsc': create the PID and user namespaces "
+                                        "around runsc");
+  if (pid == 0)
+    init_main (job);
+  int r = write_maps (job, (pid_t) pid, err);
+  if (r >= 0 && write (job->fds[2 * R_SYNC + 1], "x", 1) != 1)
+    r = nsbox_error_sys (err, errno, "signal the runsc init");
+  if (r < 0)
+    {
+      syscall (SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+      siginfo_t info;
+      waitid (P_PIDFD, (id_t) pidfd, &info, WEXITED | __WALL);
+      close (pidfd);
+      return r;
+    }
+  child->pid = (pid_t) pid;
+  child->pidfd = pidfd;
+  return 0;
+}
+
+/* The "msg" of runsc's last error line (--log gets JSON lines), or NULL. */
+static char *
+read_runsc_error (const char *log)
+{
+  cleanup_fclose FILE *f = fopen (log, "re");
+  if (!f)
+    return NULL;
+  char *last = NULL, *line = NULL;
+  size_t cap = 0;
+  while (getline (&line, &cap, f) > 0)
+    {
+      json_t *j = json_loads (line, 0, NULL);
+      const char *msg = j ? json_string_value (json_object_get (j, "msg")) : NULL;
+      if (msg)
+        {
+          free (last);
+          last = strdup (msg);
+        }
+      json_decref (j);
+    }
+  free (line);
+  return last;
+}
+
+/* Safety net after an abnormal end: the PID namespace took every process
+ * with it, `runsc delete --force` cleans what it knows of in the state
+ * directory before we remove the whole work directory. */
+static void
+force_delete (const struct runsc_job *job)
+{
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      int null = open ("/dev/null", O_RDWR | O_CLOEXEC);
+      if (null >= 0)
+        {
+          dup2 (null, 0);
+          dup2 (null, 1);
+          dup2 (null, 2);
+        }
+      if (job->root
+          && (setgroups (0, NULL) < 0 || setresgid (RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID,
+                                                    RUNSC_ROOT_HOST_ID) < 0
+              || setresuid (RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0))
+        _exit (127);
+      const char *const argv[] = { "runsc", "--rootless", "--ignore-cgroups", job->argv[4],
+                                   "delete", "--force", job->id, NULL };
+      execve (job->runsc, (char *const *) argv, (char *const *) job->envp);
+      _exit (127);
+    }
+  if (pid > 0)
+    while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+}
+
+static int
+open_pipes (struct runsc_job *job, struct nsbox_error **err)
+{
+  for (int i = 0; i < R_PIPES_; i++)
+    if (pipe2 (&job->fds[2 * i], O_CLOEXEC) < 0)
+      return nsbox_error_sys (err, errno, "create pipe");
+  return 0;
+}
+
+static void
+close_child_ends (struct runsc_job *job)
+{
+  const int ends[] = { 2 * R_STDIN, 2 * R_STDOUT + 1, 2 * R_STDERR + 1, 2 * R_REPORT + 1,
+                       2 * R_SYNC, 2 * R_SYNC + 1 };
+  for (size_t i = 0; i < ARRAY_SIZE (ends); i++)
+    if (job->fds[ends[i]] >= 0)
+      close (TAKE_FD (job->fds[ends[i]]));
+}
+
+/* runsc exits with the program's status, or 128 + signal when a signal
+ * killed it (as shells report), or 128 when runsc itself failed (then its
+ * error log says why). */
+static int
+conclude (const struct runsc_job *job, struct nsbox_result *res, struct nsbox_error **err)
+{
+  if (res->timed_out)
+    return 0;
+  if (res->oom_killed)
+    {
+      res->signal = SIGKILL;
+      res->exit_code = 128 + SIGKILL;
+      return 0;
+    }
+  if (res->signal == 0 && res->exit_code == 128)
+    {
+      cleanup_free char *why = read_runsc_error (job->log);
+      if (why)
+        return nsbox_error_set (err, EPROTO, "runtime 'runsc': %s", why);
+    }
+  if (res->signal == 0 && res->exit_code > 128 && res->exit_code < 128 + 65)
+    res->signal = res->exit_code - 128;
+  return 0;
+}
+
+static int
+execute_job (struct runsc_job *job, const struct nsbox_plan *plan, struct nsbox_limits *limits,
+             const struct nsbox_config *c, const char *code, size_t code_len,
+             struct nsbox_result *res, struct nsbox_error **err)
+{
+  int r = find_runsc (&job->runsc, err);
+  if (r < 0 || (r = make_workdir (job, err)) < 0 || (r = write_config (job, plan, c, err)) < 0
+      || (r = build_argv (job, err)) < 0 || (r = open_pipes (job, err)) < 0)
+    return r;
+  job->v1_tasks_fds = plan->v1_tasks_fds;
+  job->n_v1_tasks_fds = plan->n_v1_tasks_fds;
+  struct nsbox_child child = { -1, -1 };
+  if ((r = spawn_init (job, limits, &child, err)) < 0)
+    return nsbox_error_prefix (err, "runtime 'runsc'");
+  close_child_ends (job);
+  struct nsbox_streams streams = {
+    .stdin_fd = TAKE_FD (job->fds[2 * R_STDIN + 1]),
+    .stdout_fd = TAKE_FD (job->fds[2 * R_STDOUT]),
+    .stderr_fd = TAKE_FD (job->fds[2 * R_STDERR]),
+    .report_fd = TAKE_FD (job->fds[2 * R_REPORT]),
+  };
+  r = nsbox_supervise (&child, &streams, limits, code, code_len, c->timeout_ms,
+                       c->max_output_bytes, res, err);
+  nsbox_limits_collect (limits, res);
+  if (r < 0)
+    {
+      force_delete (job);
+      return nsbox_error_prefix (err, "runtime 'runsc'");
+    }
+  r = conclude (job, res, err);
+  if (r < 0 || res->timed_out || res->oom_killed || res->exit_code == 128)
+    force_delete (job);
+  return r;
+}
+
+int
+nsbox_runsc_execute (const struct nsbox_plan *plan, struct nsbox_limits *limits,
+                     const struct nsbox_config *c, const char *code, size_t code_len,
+                     struct nsbox_result *res, struct nsbox_error **err)
+{
+  struct runsc_job job;
+  memset (&job, 0, sizeof job);
+  job.root = geteuid () == 0;
+  for (int i = 0; i < 2 * R_PIPES_; i++)
+    job.fds[i] = -1;
+  int r = execute_job (&job, plan, limits, c, code, code_len, res, err);
+  job_release (&job);
+  /* The configured pids limit is gVisor's RLIMIT_NPROC; a host cgroup
+   * around runsc only bounds gVisor's own tasks. */
+  limits->mech[NSBOX_LIMIT_PIDS] = NSBOX_MECH_RLIMIT;
+  return r;
+}
+
+void
+nsbox_runsc_host_limits (struct nsbox_config *view)
+{
+  uint64_t backstop = 256 + 8 * view->pids_limit;
+  view->pids_limit = backstop;
+}
+
+/* ---- runtime auto: a cached self-check ---- */
+
+static char *
+check_cache_path (void)
+{
+  const char *xdg = getenv ("XDG_CACHE_HOME");
+  const char *home = getenv ("HOME");
+  char *dir = NULL, *path = NULL;
+  if (xdg && xdg[0] == '/')
+    {
+      if (asprintf (&dir, "%s/nsbox", xdg) < 0)
+        return NULL;
+    }
+  else if (home && home[0] == '/')
+    {
+      if (asprintf (&dir, "%s/.cache/nsbox", home) < 0)
+        return NULL;
+    }
+  else
+    return NULL;
+  if (asprintf (&path, "%s/runsc-check-%u", dir, (unsigned) geteuid ()) < 0)
+    path = NULL;
+  free (dir);
+  return path;
+}
+
+/* What the answer depends on: the runsc binary and the kernel. */
+static char *
+check_key (const char *runsc)
+{
+  struct stat st;
+  struct utsname u;
+  if (stat (runsc, &st) < 0 || uname (&u) < 0)
+    return NULL;
+  char *key = NULL;
+  if (asprintf (&key, "v1 %s %ju %ju %lld.%09ld %jd %s", runsc, (uintmax_t) st.st_dev,
+                (uintmax_t) st.st_ino, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                (intmax_t) st.st_size, u.release)
+      < 0)
+    return NULL;
+  return key;
+}
+
+static int
+read_cached (const char *path, const char *key)
+{
+  char buf[1024];
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return -1;
+  struct stat st;
+  if (fstat (fd, &st) < 0 || st.st_uid != geteuid ())
+    return -1;
+  ssize_t n = read (fd, buf, sizeof buf - 1);
+  if (n <= 0)
+    return -1;
+  buf[n] = '\0';
+  size_t kl = strlen (key);
+  if (strncmp (buf, key, kl) != 0 || buf[kl] != ' ')
+    return -1;
+  return strncmp (buf + kl + 1, "ok", 2) == 0 ? 1 : 0;
+}
+
+static void
+write_cached (const char *path, const char *key, bool ok)
+{
+  cleanup_free char *dir = strdup (path);
+  if (!dir)
+    return;
+  char *slash = strrchr (dir, '/');
+  *slash = '\0';
+  char *parent = strrchr (dir, '/');
+  if (parent && parent != dir)
+    {
+      *parent = '\0';
+      mkdir (dir, 0700);
+      *parent = '/';
+    }
+  mkdir (dir, 0700);
+  cleanup_free char *tmp = NULL;
+  if (asprintf (&tmp, "%s.%d.tmp", path, (int) getpid ()) < 0)
+    return;
+  cleanup_close int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return;
+  dprintf (fd, "%s %s\n", key, ok ? "ok" : "fail");
+  if (rename (tmp, path) < 0)
+    unlink (tmp);
+}
+
+/* A trivial job with the real machinery, outside any cgroup of ours. */
+static bool
+self_check (const struct nsbox_config *c)
+{
+  if (!c->rootfs)
+    return false;
+  cleanup_free char *rootfs = realpath (c->rootfs, NULL);
+  if (!rootfs)
+    return false;
+  static const char *const argv[] = { "python3", "-c", "pass", NULL };
+  static const char *const envp[]
+      = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+  struct nsbox_plan plan;
+  memset (&plan, 0, sizeof plan);
+  plan.rootfs = rootfs;
+  plan.argv = (char *const *) argv;
+  plan.envp = (char *const *) envp;
+  struct nsbox_config check_config = *c;
+  check_config.timeout_ms = 10000;
+  struct nsbox_limits none;
+  memset (&none, 0, sizeof none);
+  none.v2_fd = -1;
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    none.tasks_fd[i] = -1;
+  struct nsbox_result *res = calloc (1, sizeof *res);
+  if (!res)
+    return false;
+  struct nsbox_error *err = NULL;
+  int r = nsbox_runsc_execute (&plan, &none, &check_config, NULL, 0, res, &err);
+  bool ok = r >= 0 && !res->timed_out && res->exit_code == 0;
+  nsbox_error_free (err);
+  nsbox_result_free (res);
+  return ok;
+}
+
+bool
+nsbox_runsc_usable (const struct nsbox_config *c)
+{
+  cleanup_free char *runsc = NULL;
+  if (find_runsc (&runsc, NULL) < 0)
+    return false;
+  cleanup_free char *key = check_key (runsc);
+  cleanup_free char *path = check_cache_path ();
+  if (!key)
+    return false;
+  int cached = path ? read_cached (path, key) : -1;
+  if (cached >= 0)
+    return cached == 1;
+  bool ok = self_check (c);
+  if (path)
+    write_cached (path, key, ok);
+  return ok;
+}
