@@ -84,4 +84,49 @@ int nsbox_store_unpack (struct nsbox_store *store, const char *manifest_digest, 
 
 void nsbox_strv_free (char **strv);
 
+/* Additions by the store implementation (compatible with the above). */
+
+/* Warnings of the library (skipped device nodes, dropped xattrs, ...) go to
+ * this callback; without one they are dropped. */
+typedef void (*nsbox_store_log_fn) (void *data, const char *message);
+void nsbox_store_set_log (struct nsbox_store *store, nsbox_store_log_fn log, void *data);
+
+/* Removes REF from index.json (-ENOENT when absent); blobs stay until gc. */
+int nsbox_store_untag (struct nsbox_store *store, const char *ref, struct nsbox_error **err);
+
+struct nsbox_store_image
+{
+  char *ref;
+  char *manifest_digest;
+  char *platform; /* "" when unknown */
+  char *rootfs;   /* path of the unpacked rootfs/ directory, or NULL */
+};
+/* The images of index.json; free with nsbox_store_images_free. */
+int nsbox_store_list (struct nsbox_store *store, struct nsbox_store_image **images, size_t *count,
+                      struct nsbox_error **err);
+void nsbox_store_images_free (struct nsbox_store_image *images, size_t count);
+
+struct nsbox_store_gc_stats
+{
+  size_t blobs_removed, trees_removed, ingest_removed, tmp_removed;
+  uint64_t bytes_freed;
+};
+/* Removes blobs and trees not reachable from index.json, ingest files older
+ * than 24 hours and unlocked tmp/ directories. Needs the store to itself:
+ * -EBUSY while another process has it open. */
+int nsbox_store_gc (struct nsbox_store *store, struct nsbox_store_gc_stats *stats,
+                    struct nsbox_error **err);
+
+/* Imports an offline image: "docker-archive:FILE[:REF]", "oci:DIR[:TAG]" or
+ * "oci-archive:FILE[:TAG]". Every blob is verified; the image manifest is
+ * tagged as *ref_out (the REF given, the archive's own tag, or for OCI
+ * layouts "localhost/import/<name>:<tag>"). Both outputs optional. */
+int nsbox_store_import (struct nsbox_store *store, const char *source, char **ref_out,
+                        char **manifest_digest, struct nsbox_error **err);
+
+/* Looks REF up trying it verbatim, then normalised (python ->
+ * docker.io/library/python:latest). */
+int nsbox_store_lookup (struct nsbox_store *store, const char *ref, char **manifest_digest,
+                        struct nsbox_error **err);
+
 #endif

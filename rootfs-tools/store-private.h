@@ -1,0 +1,108 @@
+/* Internals of the image store shared by store.c, layer.c, unpack.c,
+ * import.c and gc.c. */
+#ifndef NSBOX_STORE_PRIVATE_H
+#define NSBOX_STORE_PRIVATE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include "error.h"
+#include "store.h"
+#include "util.h"
+
+#define RT_DIGEST_LEN 71 /* "sha256:" + 64 hex */
+#define RT_MAX_JSON_BYTES (4u << 20)
+/* Bumped whenever the unpacker would produce a different tree. */
+#define RT_UNPACK_VERSION "v1"
+
+#define MEDIA_OCI_INDEX "application/vnd.oci.image.index.v1+json"
+#define MEDIA_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define MEDIA_OCI_CONFIG "application/vnd.oci.image.config.v1+json"
+#define MEDIA_OCI_LAYER "application/vnd.oci.image.layer.v1.tar"
+#define MEDIA_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MEDIA_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
+#define MEDIA_DOCKER_CONFIG "application/vnd.docker.container.image.v1+json"
+
+/* Limits against decompression and archive bombs (OCI.md section 4);
+ * overridable through NSBOX_MAX_LAYER_BYTES, NSBOX_MAX_IMAGE_BYTES and
+ * NSBOX_MAX_LAYER_ENTRIES (tests use small values). */
+struct rt_limits
+{
+  uint64_t layer_bytes;   /* file data written per layer */
+  uint64_t image_bytes;   /* file data written per image */
+  uint64_t layer_entries; /* tar entries per layer */
+};
+
+struct nsbox_store
+{
+  char *root;
+  int root_fd;
+  int lock_fd; /* locks/store.lock, held LOCK_SH while the store is open */
+  struct rt_limits limits;
+  bool force_resolve_fallback; /* NSBOX_RESOLVE_FALLBACK=1: test the walker */
+  nsbox_store_log_fn log;
+  void *log_data;
+};
+
+/* sha256 over a stream. */
+struct rt_sha256
+{
+  EVP_MD_CTX *ctx;
+};
+NSBOX_INTERNAL int rt_sha256_init (struct rt_sha256 *h);
+NSBOX_INTERNAL void rt_sha256_update (struct rt_sha256 *h, const void *data, size_t len);
+/* Writes "sha256:<hex>" (RT_DIGEST_LEN + 1 bytes) and frees the context. */
+NSBOX_INTERNAL void rt_sha256_final (struct rt_sha256 *h, char out[RT_DIGEST_LEN + 1]);
+NSBOX_INTERNAL void rt_sha256_free (struct rt_sha256 *h);
+NSBOX_INTERNAL int rt_sha256_buffer (const void *data, size_t len, char out[RT_DIGEST_LEN + 1]);
+
+NSBOX_INTERNAL void rt_store_warn (struct nsbox_store *store, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+/* A fresh, locked directory tmp/<random> (mode 0700). *lock_fd holds the
+ * flock (on the directory itself); gc removes only unlocked ones. */
+NSBOX_INTERNAL int rt_store_make_tmp (struct nsbox_store *store, char name[64], int *dir_fd,
+                                      struct nsbox_error **err);
+
+/* Streams data of unknown digest into the store (legacy docker-archive
+ * layers): begin, write, then commit verifying against expected (NULL: any)
+ * and returning the digest. */
+NSBOX_INTERNAL int rt_ingest_begin_anon (struct nsbox_store *store, struct nsbox_ingest **out,
+                                         struct nsbox_error **err);
+NSBOX_INTERNAL int rt_ingest_commit_anon (struct nsbox_ingest *ingest, const char *expected,
+                                          char digest[RT_DIGEST_LEN + 1],
+                                          struct nsbox_error **err);
+
+/* Parses a JSON blob from the store (at most RT_MAX_JSON_BYTES). */
+NSBOX_INTERNAL int rt_store_read_json (struct nsbox_store *store, const char *digest,
+                                       json_t **out, struct nsbox_error **err);
+/* Parses index.json (an empty index when missing). */
+NSBOX_INTERNAL int rt_store_load_index (struct nsbox_store *store, json_t **out,
+                                        struct nsbox_error **err);
+/* Locks locks/<name> (created 0600) with flock `op`; returns the fd. */
+NSBOX_INTERNAL int rt_store_lock (struct nsbox_store *store, const char *name, int op,
+                                  struct nsbox_error **err);
+
+/* ChainID of a list of DiffIDs (OCI config.md). */
+NSBOX_INTERNAL int rt_chain_id (json_t *diff_ids, char out[RT_DIGEST_LEN + 1],
+                                struct nsbox_error **err);
+
+/* Reference normalisation used for lookups: "python" ->
+ * "docker.io/library/python:latest". Returns NULL when ref is unusable. */
+NSBOX_INTERNAL char *rt_normalize_ref (const char *ref);
+
+
+static inline void
+rt_json_unrefp (json_t **j)
+{
+  if (*j)
+    json_decref (*j);
+}
+#define cleanup_json __attribute__ ((cleanup (rt_json_unrefp)))
+
+#endif

@@ -1,0 +1,984 @@
+/* The content-addressed image store: layout, blobs, ingest, index.json.
+ * See store.h and ../shared/OCI.md section 6. */
+#include "store-private.h"
+
+#include "reference.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_LAYER_BYTES (8ull << 30)
+#define DEFAULT_IMAGE_BYTES (16ull << 30)
+#define DEFAULT_LAYER_ENTRIES 1000000ull
+
+struct nsbox_ingest
+{
+  struct nsbox_store *store;
+  char digest[RT_DIGEST_LEN + 1]; /* "" for anonymous ingests */
+  char name[96];                  /* below ingest/ */
+  int64_t expected_size;
+  int fd;
+  int lock_fd;
+  uint64_t offset;
+  struct rt_sha256 hash;
+};
+
+/* sha256 ---------------------------------------------------------------- */
+
+int
+rt_sha256_init (struct rt_sha256 *h)
+{
+  h->ctx = EVP_MD_CTX_new ();
+  if (!h->ctx)
+    return -ENOMEM;
+  if (EVP_DigestInit_ex (h->ctx, EVP_sha256 (), NULL) != 1)
+    {
+      EVP_MD_CTX_free (h->ctx);
+      h->ctx = NULL;
+      return -EIO;
+    }
+  return 0;
+}
+
+void
+rt_sha256_update (struct rt_sha256 *h, const void *data, size_t len)
+{
+  EVP_DigestUpdate (h->ctx, data, len);
+}
+
+void
+rt_sha256_final (struct rt_sha256 *h, char out[RT_DIGEST_LEN + 1])
+{
+  unsigned char md[32];
+  unsigned int md_len = 0;
+  EVP_DigestFinal_ex (h->ctx, md, &md_len);
+  strcpy (out, "sha256:");
+  for (unsigned i = 0; i < 32; i++)
+    snprintf (out + 7 + 2 * i, 3, "%02x", md[i]);
+  rt_sha256_free (h);
+}
+
+void
+rt_sha256_free (struct rt_sha256 *h)
+{
+  EVP_MD_CTX_free (h->ctx);
+  h->ctx = NULL;
+}
+
+int
+rt_sha256_buffer (const void *data, size_t len, char out[RT_DIGEST_LEN + 1])
+{
+  struct rt_sha256 h;
+  int ret = rt_sha256_init (&h);
+  if (ret < 0)
+    return ret;
+  rt_sha256_update (&h, data, len);
+  rt_sha256_final (&h, out);
+  return 0;
+}
+
+bool
+nsbox_digest_valid (const char *digest)
+{
+  if (!digest || strncmp (digest, "sha256:", 7) != 0 || strlen (digest) != RT_DIGEST_LEN)
+    return false;
+  for (const char *p = digest + 7; *p; p++)
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+      return false;
+  return true;
+}
+
+static uint64_t
+random_u64 (void)
+{
+  static uint64_t counter;
+  uint64_t rnd = 0;
+  if (getrandom (&rnd, sizeof rnd, 0) != sizeof rnd)
+    rnd = ((uint64_t) time (NULL) << 32) ^ ((uint64_t) getpid () << 12);
+  return rnd ^ __atomic_add_fetch (&counter, 1, __ATOMIC_RELAXED);
+}
+
+/* opening ---------------------------------------------------------------- */
+
+static int
+mkdir_p (const char *path, mode_t mode)
+{
+  cleanup_free char *copy = strdup (path);
+  if (!copy)
+    return -ENOMEM;
+  for (char *p = copy + 1; *p; p++)
+    if (*p == '/')
+      {
+        *p = '\0';
+        if (mkdir (copy, 0755) < 0 && errno != EEXIST)
+          return -errno;
+        *p = '/';
+      }
+  if (mkdir (copy, mode) < 0 && errno != EEXIST)
+    return -errno;
+  return 0;
+}
+
+static char *
+default_root (void)
+{
+  const char *env = getenv ("NSBOX_STORE");
+  if (env && *env)
+    return strdup (env);
+  if (geteuid () == 0)
+    return strdup ("/var/lib/nsbox");
+  char *out = NULL;
+  const char *xdg = getenv ("XDG_CACHE_HOME");
+  if (xdg && *xdg == '/')
+    return asprintf (&out, "%s/nsbox", xdg) < 0 ? NULL : out;
+  const char *home = getenv ("HOME");
+  if (!home || *home != '/')
+    return NULL;
+  return asprintf (&out, "%s/.cache/nsbox", home) < 0 ? NULL : out;
+}
+
+static uint64_t
+env_limit (const char *name, uint64_t fallback)
+{
+  const char *v = getenv (name);
+  if (!v || !*v)
+    return fallback;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long n = strtoull (v, &end, 10);
+  if (errno || *end || n == 0)
+    return fallback;
+  return n;
+}
+
+static int
+write_file_at (int dir_fd, const char *name, const char *data, size_t len, mode_t mode)
+{
+  char tmp[128];
+  snprintf (tmp, sizeof tmp, ".%s.%016" PRIx64 ".tmp", name, random_u64 ());
+  cleanup_close int fd = openat (dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0)
+    return -errno;
+  while (len > 0)
+    {
+      ssize_t n = write (fd, data, len);
+      if (n < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          int saved = errno;
+          unlinkat (dir_fd, tmp, 0);
+          return -saved;
+        }
+      data += n;
+      len -= (size_t) n;
+    }
+  if (fsync (fd) < 0 || renameat (dir_fd, tmp, dir_fd, name) < 0)
+    {
+      int saved = errno;
+      unlinkat (dir_fd, tmp, 0);
+      return -saved;
+    }
+  return 0;
+}
+
+static int
+init_layout (struct nsbox_store *store, struct nsbox_error **err)
+{
+  static const char *const dirs[] = { "blobs", "blobs/sha256", "ingest", "tmp", "rootfs", "locks" };
+  for (size_t i = 0; i < ARRAY_SIZE (dirs); i++)
+    if (mkdirat (store->root_fd, dirs[i], 0700) < 0 && errno != EEXIST)
+      return nsbox_error_sys (err, errno, "create '%s/%s'", store->root, dirs[i]);
+  if (faccessat (store->root_fd, "oci-layout", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+    {
+      static const char layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
+      int ret = write_file_at (store->root_fd, "oci-layout", layout, sizeof layout - 1, 0644);
+      if (ret < 0)
+        return nsbox_error_sys (err, -ret, "write '%s/oci-layout'", store->root);
+    }
+  return 0;
+}
+
+int
+nsbox_store_open (const char *root, struct nsbox_store **out, struct nsbox_error **err)
+{
+  cleanup_free char *path = root ? strdup (root) : default_root ();
+  if (!path)
+    return root ? nsbox_error_set (err, ENOMEM, "out of memory")
+                : nsbox_error_set (err, EINVAL,
+                                   "no image store location: set NSBOX_STORE or HOME");
+  if (!*path)
+    return nsbox_error_set (err, EINVAL, "image store path is empty");
+  int ret = mkdir_p (path, 0700);
+  if (ret < 0)
+    return nsbox_error_sys (err, -ret, "create image store '%s'", path);
+  struct nsbox_store *store = calloc (1, sizeof *store);
+  if (!store)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  store->root_fd = store->lock_fd = -1;
+  store->root = TAKE_PTR (path);
+  store->limits.layer_bytes = env_limit ("NSBOX_MAX_LAYER_BYTES", DEFAULT_LAYER_BYTES);
+  store->limits.image_bytes = env_limit ("NSBOX_MAX_IMAGE_BYTES", DEFAULT_IMAGE_BYTES);
+  store->limits.layer_entries = env_limit ("NSBOX_MAX_LAYER_ENTRIES", DEFAULT_LAYER_ENTRIES);
+  const char *fallback = getenv ("NSBOX_RESOLVE_FALLBACK");
+  store->force_resolve_fallback = fallback && strcmp (fallback, "1") == 0;
+  store->root_fd = open (store->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (store->root_fd < 0)
+    {
+      ret = nsbox_error_sys (err, errno, "open image store '%s'", store->root);
+      goto fail;
+    }
+  ret = init_layout (store, err);
+  if (ret < 0)
+    goto fail;
+  store->lock_fd = rt_store_lock (store, "store.lock", LOCK_SH, err);
+  if (store->lock_fd < 0)
+    {
+      ret = store->lock_fd;
+      goto fail;
+    }
+  *out = store;
+  return 0;
+fail:
+  nsbox_store_close (store);
+  return ret;
+}
+
+void
+nsbox_store_close (struct nsbox_store *store)
+{
+  if (!store)
+    return;
+  if (store->lock_fd >= 0)
+    close (store->lock_fd);
+  if (store->root_fd >= 0)
+    close (store->root_fd);
+  free (store->root);
+  free (store);
+}
+
+const char *
+nsbox_store_root (const struct nsbox_store *store)
+{
+  return store->root;
+}
+
+void
+nsbox_store_set_log (struct nsbox_store *store, nsbox_store_log_fn log, void *data)
+{
+  store->log = log;
+  store->log_data = data;
+}
+
+void
+rt_store_warn (struct nsbox_store *store, const char *fmt, ...)
+{
+  if (!store->log)
+    return;
+  char *message = NULL;
+  va_list ap;
+  va_start (ap, fmt);
+  int n = vasprintf (&message, fmt, ap);
+  va_end (ap);
+  if (n >= 0)
+    {
+      store->log (store->log_data, message);
+      free (message);
+    }
+}
+
+int
+rt_store_lock (struct nsbox_store *store, const char *name, int op, struct nsbox_error **err)
+{
+  char path[128];
+  snprintf (path, sizeof path, "locks/%s", name);
+  int fd = openat (store->root_fd, path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "open lock '%s/%s'", store->root, path);
+  while (flock (fd, op) < 0)
+    {
+      if (errno == EINTR)
+        continue;
+      int saved = errno;
+      close (fd);
+      if (saved == EWOULDBLOCK)
+        return nsbox_error_set (err, EBUSY, "'%s/%s' is locked by another process", store->root,
+                                path);
+      return nsbox_error_sys (err, saved, "lock '%s/%s'", store->root, path);
+    }
+  return fd;
+}
+
+int
+rt_store_make_tmp (struct nsbox_store *store, char name[64], int *dir_fd, struct nsbox_error **err)
+{
+  for (int attempt = 0; attempt < 16; attempt++)
+    {
+      uint64_t rnd = 0;
+      if (getrandom (&rnd, sizeof rnd, 0) != sizeof rnd)
+        rnd = (uint64_t) time (NULL) ^ ((uint64_t) getpid () << 20) ^ (uint64_t) attempt;
+      char rel[96];
+      snprintf (name, 64, "%016" PRIx64, rnd);
+      snprintf (rel, sizeof rel, "tmp/%s", name);
+      if (mkdirat (store->root_fd, rel, 0700) < 0)
+        {
+          if (errno == EEXIST)
+            continue;
+          return nsbox_error_sys (err, errno, "create '%s/%s'", store->root, rel);
+        }
+      int fd = openat (store->root_fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0 || flock (fd, LOCK_EX | LOCK_NB) < 0)
+        {
+          /* Only gc (holding the store exclusively) could have it. */
+          int saved = errno;
+          if (fd >= 0)
+            close (fd);
+          return nsbox_error_sys (err, saved, "lock '%s/%s'", store->root, rel);
+        }
+      *dir_fd = fd;
+      return 0;
+    }
+  return nsbox_error_set (err, EEXIST, "no free name in '%s/tmp'", store->root);
+}
+
+/* blobs ------------------------------------------------------------------ */
+
+static void
+blob_path (const char *digest, char out[96])
+{
+  snprintf (out, 96, "blobs/sha256/%s", digest + 7);
+}
+
+bool
+nsbox_store_has_blob (struct nsbox_store *store, const char *digest)
+{
+  if (!nsbox_digest_valid (digest))
+    return false;
+  char path[96];
+  blob_path (digest, path);
+  struct stat st;
+  return fstatat (store->root_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG (st.st_mode);
+}
+
+int
+nsbox_store_open_blob (struct nsbox_store *store, const char *digest, int *fd,
+                       struct nsbox_error **err)
+{
+  if (!nsbox_digest_valid (digest))
+    return nsbox_error_set (err, EINVAL, "invalid digest '%s'", digest ? digest : "");
+  char path[96];
+  blob_path (digest, path);
+  int f = openat (store->root_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (f < 0)
+    return nsbox_error_sys (err, errno, "open blob '%s'", digest);
+  *fd = f;
+  return 0;
+}
+
+int
+nsbox_store_read_blob (struct nsbox_store *store, const char *digest, size_t max_size, char **data,
+                       size_t *len, struct nsbox_error **err)
+{
+  cleanup_close int fd = -1;
+  int ret = nsbox_store_open_blob (store, digest, &fd, err);
+  if (ret < 0)
+    return ret;
+  struct stat st;
+  if (fstat (fd, &st) < 0)
+    return nsbox_error_sys (err, errno, "stat blob '%s'", digest);
+  if ((uint64_t) st.st_size > max_size)
+    return nsbox_error_set (err, EFBIG, "blob '%s' is %lld bytes, more than the limit of %zu",
+                            digest, (long long) st.st_size, max_size);
+  cleanup_free char *buf = malloc ((size_t) st.st_size + 1);
+  if (!buf)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  size_t got = 0;
+  while (got < (size_t) st.st_size)
+    {
+      ssize_t n = read (fd, buf + got, (size_t) st.st_size - got);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return nsbox_error_sys (err, errno, "read blob '%s'", digest);
+      if (n == 0)
+        break;
+      got += (size_t) n;
+    }
+  buf[got] = '\0';
+  *data = TAKE_PTR (buf);
+  *len = got;
+  return 0;
+}
+
+int
+rt_store_read_json (struct nsbox_store *store, const char *digest, json_t **out,
+                    struct nsbox_error **err)
+{
+  cleanup_free char *data = NULL;
+  size_t len = 0;
+  int ret = nsbox_store_read_blob (store, digest, RT_MAX_JSON_BYTES, &data, &len, err);
+  if (ret < 0)
+    return ret;
+  json_error_t jerr;
+  json_t *doc = json_loadb (data, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!doc)
+    return nsbox_error_set (err, EBADMSG, "blob '%s': invalid JSON at %d:%d: %s", digest,
+                            jerr.line, jerr.column, jerr.text);
+  if (!json_is_object (doc))
+    {
+      json_decref (doc);
+      return nsbox_error_set (err, EBADMSG, "blob '%s': not a JSON object", digest);
+    }
+  *out = doc;
+  return 0;
+}
+
+/* ingest ----------------------------------------------------------------- */
+
+static void
+ingest_free (struct nsbox_ingest *ingest)
+{
+  if (ingest->fd >= 0)
+    close (ingest->fd);
+  if (ingest->lock_fd >= 0)
+    close (ingest->lock_fd);
+  rt_sha256_free (&ingest->hash);
+  free (ingest);
+}
+
+/* Re-hashes the bytes already in the partial file, keeping them. */
+static int
+ingest_rehash (struct nsbox_ingest *ingest, struct nsbox_error **err)
+{
+  char buf[1 << 16];
+  ingest->offset = 0;
+  if (lseek (ingest->fd, 0, SEEK_SET) < 0)
+    return nsbox_error_sys (err, errno, "seek '%s'", ingest->name);
+  for (;;)
+    {
+      ssize_t n = read (ingest->fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return nsbox_error_sys (err, errno, "read '%s'", ingest->name);
+      if (n == 0)
+        break;
+      rt_sha256_update (&ingest->hash, buf, (size_t) n);
+      ingest->offset += (uint64_t) n;
+    }
+  return 0;
+}
+
+static int
+ingest_new (struct nsbox_store *store, const char *digest, int64_t expected_size,
+            struct nsbox_ingest **out, struct nsbox_error **err)
+{
+  struct nsbox_ingest *ingest = calloc (1, sizeof *ingest);
+  if (!ingest)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  ingest->store = store;
+  ingest->fd = ingest->lock_fd = -1;
+  ingest->expected_size = expected_size;
+  if (digest)
+    snprintf (ingest->digest, sizeof ingest->digest, "%s", digest);
+  if (rt_sha256_init (&ingest->hash) < 0)
+    {
+      free (ingest);
+      return nsbox_error_set (err, ENOMEM, "out of memory");
+    }
+  *out = ingest;
+  return 0;
+}
+
+int
+nsbox_store_ingest_begin (struct nsbox_store *store, const char *digest, int64_t expected_size,
+                          struct nsbox_ingest **out, bool *already, uint64_t *resume_offset,
+                          struct nsbox_error **err)
+{
+  if (!nsbox_digest_valid (digest))
+    return nsbox_error_set (err, EINVAL, "invalid digest '%s'", digest ? digest : "");
+  char lock_name[96];
+  snprintf (lock_name, sizeof lock_name, "%s.lock", digest + 7);
+  int lock_fd = rt_store_lock (store, lock_name, LOCK_EX, err);
+  if (lock_fd < 0)
+    return lock_fd;
+  if (nsbox_store_has_blob (store, digest))
+    {
+      close (lock_fd);
+      *out = NULL;
+      *already = true;
+      if (resume_offset)
+        *resume_offset = 0;
+      return 0;
+    }
+  struct nsbox_ingest *ingest = NULL;
+  int ret = ingest_new (store, digest, expected_size, &ingest, err);
+  if (ret < 0)
+    {
+      close (lock_fd);
+      return ret;
+    }
+  ingest->lock_fd = lock_fd;
+  snprintf (ingest->name, sizeof ingest->name, "ingest/%s.partial", digest + 7);
+  ingest->fd = openat (store->root_fd, ingest->name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                       0600);
+  if (ingest->fd < 0)
+    {
+      ret = nsbox_error_sys (err, errno, "open '%s/%s'", store->root, ingest->name);
+      ingest_free (ingest);
+      return ret;
+    }
+  struct stat st;
+  if (fstat (ingest->fd, &st) == 0 && expected_size >= 0 && st.st_size > expected_size)
+    {
+      if (ftruncate (ingest->fd, 0) < 0)
+        {
+          ret = nsbox_error_sys (err, errno, "truncate '%s'", ingest->name);
+          ingest_free (ingest);
+          return ret;
+        }
+    }
+  ret = ingest_rehash (ingest, err);
+  if (ret < 0)
+    {
+      ingest_free (ingest);
+      return ret;
+    }
+  *out = ingest;
+  *already = false;
+  if (resume_offset)
+    *resume_offset = ingest->offset;
+  return 0;
+}
+
+int
+rt_ingest_begin_anon (struct nsbox_store *store, struct nsbox_ingest **out,
+                      struct nsbox_error **err)
+{
+  struct nsbox_ingest *ingest = NULL;
+  int ret = ingest_new (store, NULL, -1, &ingest, err);
+  if (ret < 0)
+    return ret;
+  snprintf (ingest->name, sizeof ingest->name, "ingest/anon-%016" PRIx64 ".partial",
+            random_u64 ());
+  ingest->fd = openat (store->root_fd, ingest->name,
+                       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (ingest->fd < 0)
+    {
+      ret = nsbox_error_sys (err, errno, "create '%s/%s'", store->root, ingest->name);
+      ingest_free (ingest);
+      return ret;
+    }
+  *out = ingest;
+  return 0;
+}
+
+int
+nsbox_ingest_restart (struct nsbox_ingest *ingest, struct nsbox_error **err)
+{
+  if (ftruncate (ingest->fd, 0) < 0 || lseek (ingest->fd, 0, SEEK_SET) < 0)
+    return nsbox_error_sys (err, errno, "truncate '%s'", ingest->name);
+  rt_sha256_free (&ingest->hash);
+  if (rt_sha256_init (&ingest->hash) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  ingest->offset = 0;
+  return 0;
+}
+
+int
+nsbox_ingest_write (struct nsbox_ingest *ingest, const void *buf, size_t len,
+                    struct nsbox_error **err)
+{
+  if (ingest->expected_size >= 0 && ingest->offset + len > (uint64_t) ingest->expected_size)
+    return nsbox_error_set (err, EBADMSG, "blob '%s' is larger than its descriptor's %" PRId64
+                            " bytes", ingest->digest, ingest->expected_size);
+  const char *p = buf;
+  size_t left = len;
+  while (left > 0)
+    {
+      ssize_t n = write (ingest->fd, p, left);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return nsbox_error_sys (err, errno, "write '%s/%s'", ingest->store->root, ingest->name);
+      p += n;
+      left -= (size_t) n;
+    }
+  rt_sha256_update (&ingest->hash, buf, len);
+  ingest->offset += len;
+  return 0;
+}
+
+uint64_t
+nsbox_ingest_offset (const struct nsbox_ingest *ingest)
+{
+  return ingest->offset;
+}
+
+/* fsync, 0444, rename into blobs/ under the computed digest. */
+static int
+ingest_finish (struct nsbox_ingest *ingest, const char *computed, struct nsbox_error **err)
+{
+  struct nsbox_store *store = ingest->store;
+  char path[96];
+  blob_path (computed, path);
+  if (fsync (ingest->fd) < 0)
+    return nsbox_error_sys (err, errno, "fsync '%s/%s'", store->root, ingest->name);
+  if (fchmod (ingest->fd, 0444) < 0)
+    return nsbox_error_sys (err, errno, "chmod '%s/%s'", store->root, ingest->name);
+  if (renameat (store->root_fd, ingest->name, store->root_fd, path) < 0)
+    return nsbox_error_sys (err, errno, "rename '%s' into '%s/%s'", ingest->name, store->root,
+                            path);
+  int dir_fd = openat (store->root_fd, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0)
+    {
+      fsync (dir_fd);
+      close (dir_fd);
+    }
+  return 0;
+}
+
+int
+nsbox_ingest_commit (struct nsbox_ingest *ingest, struct nsbox_error **err)
+{
+  int ret;
+  char computed[RT_DIGEST_LEN + 1];
+  if (ingest->expected_size >= 0 && ingest->offset != (uint64_t) ingest->expected_size)
+    {
+      ret = nsbox_error_set (err, EBADMSG, "blob '%s': size %" PRIu64 " instead of %" PRId64,
+                             ingest->digest, ingest->offset, ingest->expected_size);
+      goto discard;
+    }
+  rt_sha256_final (&ingest->hash, computed);
+  if (strcmp (computed, ingest->digest) != 0)
+    {
+      ret = nsbox_error_set (err, EBADMSG, "blob '%s': digest mismatch (got '%s')",
+                             ingest->digest, computed);
+      goto discard;
+    }
+  ret = ingest_finish (ingest, computed, err);
+  if (ret < 0)
+    goto discard;
+  ingest_free (ingest);
+  return 0;
+discard:
+  unlinkat (ingest->store->root_fd, ingest->name, 0);
+  ingest_free (ingest);
+  return ret;
+}
+
+int
+rt_ingest_commit_anon (struct nsbox_ingest *ingest, const char *expected,
+                       char digest[RT_DIGEST_LEN + 1], struct nsbox_error **err)
+{
+  struct nsbox_store *store = ingest->store;
+  char computed[RT_DIGEST_LEN + 1];
+  int ret = 0;
+  rt_sha256_final (&ingest->hash, computed);
+  if (expected && strcmp (expected, computed) != 0)
+    {
+      ret = nsbox_error_set (err, EBADMSG, "blob '%s': digest mismatch (got '%s')", expected,
+                             computed);
+      goto out;
+    }
+  char lock_name[96];
+  snprintf (lock_name, sizeof lock_name, "%s.lock", computed + 7);
+  int lock_fd = rt_store_lock (store, lock_name, LOCK_EX, err);
+  if (lock_fd < 0)
+    {
+      ret = lock_fd;
+      goto out;
+    }
+  if (!nsbox_store_has_blob (store, computed))
+    ret = ingest_finish (ingest, computed, err);
+  close (lock_fd);
+  if (ret == 0)
+    memcpy (digest, computed, RT_DIGEST_LEN + 1);
+out:
+  unlinkat (store->root_fd, ingest->name, 0);
+  ingest_free (ingest);
+  return ret;
+}
+
+void
+nsbox_ingest_abort (struct nsbox_ingest *ingest, bool keep_partial)
+{
+  if (!ingest)
+    return;
+  if (!keep_partial || !ingest->digest[0])
+    unlinkat (ingest->store->root_fd, ingest->name, 0);
+  else if (ingest->fd >= 0)
+    fsync (ingest->fd);
+  ingest_free (ingest);
+}
+
+int
+nsbox_store_put_blob (struct nsbox_store *store, const char *digest, const void *data, size_t len,
+                      char **digest_out, struct nsbox_error **err)
+{
+  char computed[RT_DIGEST_LEN + 1];
+  if (rt_sha256_buffer (data, len, computed) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (digest && strcmp (digest, computed) != 0)
+    return nsbox_error_set (err, EBADMSG, "blob '%s': digest mismatch (got '%s')", digest,
+                            computed);
+  struct nsbox_ingest *ingest = NULL;
+  bool already = false;
+  int ret = nsbox_store_ingest_begin (store, computed, (int64_t) len, &ingest, &already, NULL, err);
+  if (ret < 0)
+    return ret;
+  if (!already)
+    {
+      ret = nsbox_ingest_restart (ingest, err);
+      if (ret >= 0)
+        ret = nsbox_ingest_write (ingest, data, len, err);
+      if (ret < 0)
+        {
+          nsbox_ingest_abort (ingest, false);
+          return ret;
+        }
+      ret = nsbox_ingest_commit (ingest, err);
+      if (ret < 0)
+        return ret;
+    }
+  if (digest_out)
+    {
+      *digest_out = strdup (computed);
+      if (!*digest_out)
+        return nsbox_error_set (err, ENOMEM, "out of memory");
+    }
+  return 0;
+}
+
+/* index.json ------------------------------------------------------------- */
+
+int
+rt_store_load_index (struct nsbox_store *store, json_t **out, struct nsbox_error **err)
+{
+  cleanup_close int fd = openat (store->root_fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  json_t *doc = NULL;
+  if (fd < 0)
+    {
+      if (errno != ENOENT)
+        return nsbox_error_sys (err, errno, "open '%s/index.json'", store->root);
+      doc = json_pack ("{s:i, s:s, s:[]}", "schemaVersion", 2, "mediaType", MEDIA_OCI_INDEX,
+                       "manifests");
+      if (!doc)
+        return nsbox_error_set (err, ENOMEM, "out of memory");
+      *out = doc;
+      return 0;
+    }
+  json_error_t jerr;
+  cleanup_fclose FILE *f = fdopen (TAKE_FD (fd), "r");
+  if (!f)
+    return nsbox_error_sys (err, errno, "open '%s/index.json'", store->root);
+  doc = json_loadf (f, 0, &jerr);
+  if (!doc)
+    return nsbox_error_set (err, EBADMSG, "%s/index.json:%d:%d: %s", store->root, jerr.line,
+                            jerr.column, jerr.text);
+  if (!json_is_array (json_object_get (doc, "manifests")))
+    {
+      json_decref (doc);
+      return nsbox_error_set (err, EBADMSG, "%s/index.json: no manifests array", store->root);
+    }
+  *out = doc;
+  return 0;
+}
+
+static int
+save_index (struct nsbox_store *store, json_t *index, struct nsbox_error **err)
+{
+  cleanup_free char *text = json_dumps (index, JSON_INDENT (2) | JSON_SORT_KEYS);
+  if (!text)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  size_t len = strlen (text);
+  text[len] = '\0';
+  int ret = write_file_at (store->root_fd, "index.json", text, len, 0644);
+  if (ret < 0)
+    return nsbox_error_sys (err, -ret, "write '%s/index.json'", store->root);
+  return 0;
+}
+
+static const char *
+entry_ref (json_t *entry)
+{
+  json_t *ann = json_object_get (entry, "annotations");
+  return json_string_value (json_object_get (ann, "org.opencontainers.image.ref.name"));
+}
+
+static json_t *
+platform_object (const char *platform)
+{
+  char buf[128];
+  snprintf (buf, sizeof buf, "%s", platform);
+  char *os = buf, *arch = strchr (buf, '/');
+  if (!arch)
+    return NULL;
+  *arch++ = '\0';
+  char *variant = strchr (arch, '/');
+  if (variant)
+    *variant++ = '\0';
+  json_t *obj = json_pack ("{s:s, s:s}", "architecture", arch, "os", os);
+  if (obj && variant && *variant)
+    json_object_set_new (obj, "variant", json_string (variant));
+  return obj;
+}
+
+int
+nsbox_store_tag (struct nsbox_store *store, const char *ref, const char *manifest_digest,
+                 const char *platform, struct nsbox_error **err)
+{
+  if (!ref || !*ref)
+    return nsbox_error_set (err, EINVAL, "empty image reference");
+  cleanup_json json_t *manifest = NULL;
+  int ret = rt_store_read_json (store, manifest_digest, &manifest, err);
+  if (ret < 0)
+    return nsbox_error_prefix (err, "tag '%s'", ref);
+  const char *media = json_string_value (json_object_get (manifest, "mediaType"));
+  if (!media)
+    media = MEDIA_OCI_MANIFEST;
+  struct stat st;
+  char path[96];
+  blob_path (manifest_digest, path);
+  if (fstatat (store->root_fd, path, &st, 0) < 0)
+    return nsbox_error_sys (err, errno, "stat blob '%s'", manifest_digest);
+
+  cleanup_close int lock = rt_store_lock (store, "index.lock", LOCK_EX, err);
+  if (lock < 0)
+    return lock;
+  cleanup_json json_t *index = NULL;
+  ret = rt_store_load_index (store, &index, err);
+  if (ret < 0)
+    return ret;
+  json_t *manifests = json_object_get (index, "manifests");
+  for (size_t i = json_array_size (manifests); i-- > 0;)
+    {
+      const char *name = entry_ref (json_array_get (manifests, i));
+      if (name && strcmp (name, ref) == 0)
+        json_array_remove (manifests, i);
+    }
+  json_t *ann = json_pack ("{s:s, s:s}", "org.opencontainers.image.ref.name", ref,
+                           "io.containerd.image.name", ref);
+  json_t *entry = json_pack ("{s:s, s:s, s:I, s:o}", "mediaType", media, "digest",
+                             manifest_digest, "size", (json_int_t) st.st_size, "annotations", ann);
+  if (!ann || !entry)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (platform && *platform)
+    {
+      json_object_set_new (ann, "nsbox.platform", json_string (platform));
+      json_t *p = platform_object (platform);
+      if (p)
+        json_object_set_new (entry, "platform", p);
+    }
+  json_array_append_new (manifests, entry);
+  return save_index (store, index, err);
+}
+
+int
+nsbox_store_untag (struct nsbox_store *store, const char *ref, struct nsbox_error **err)
+{
+  cleanup_close int lock = rt_store_lock (store, "index.lock", LOCK_EX, err);
+  if (lock < 0)
+    return lock;
+  cleanup_json json_t *index = NULL;
+  int ret = rt_store_load_index (store, &index, err);
+  if (ret < 0)
+    return ret;
+  cleanup_free char *normal = rt_normalize_ref (ref);
+  json_t *manifests = json_object_get (index, "manifests");
+  bool found = false;
+  for (size_t i = json_array_size (manifests); i-- > 0;)
+    {
+      const char *name = entry_ref (json_array_get (manifests, i));
+      if (name && (strcmp (name, ref) == 0 || (normal && strcmp (name, normal) == 0)))
+        {
+          json_array_remove (manifests, i);
+          found = true;
+        }
+    }
+  if (!found)
+    return nsbox_error_set (err, ENOENT, "image '%s' is not in the store", ref);
+  return save_index (store, index, err);
+}
+
+int
+nsbox_store_resolve (struct nsbox_store *store, const char *ref, char **manifest_digest,
+                     struct nsbox_error **err)
+{
+  cleanup_json json_t *index = NULL;
+  int ret = rt_store_load_index (store, &index, err);
+  if (ret < 0)
+    return ret;
+  json_t *manifests = json_object_get (index, "manifests");
+  size_t i;
+  json_t *entry;
+  json_array_foreach (manifests, i, entry)
+  {
+    const char *name = entry_ref (entry);
+    const char *digest = json_string_value (json_object_get (entry, "digest"));
+    if (name && strcmp (name, ref) == 0 && nsbox_digest_valid (digest))
+      {
+        char *copy = strdup (digest);
+        if (!copy)
+          return nsbox_error_set (err, ENOMEM, "out of memory");
+        *manifest_digest = copy;
+        return 0;
+      }
+  }
+  return nsbox_error_set (err, ENOENT, "image '%s' is not in the store", ref);
+}
+
+int
+nsbox_store_lookup (struct nsbox_store *store, const char *ref, char **manifest_digest,
+                    struct nsbox_error **err)
+{
+  cleanup_error struct nsbox_error *first = NULL;
+  int ret = nsbox_store_resolve (store, ref, manifest_digest, &first);
+  if (ret != -ENOENT)
+    {
+      if (ret < 0 && err && !*err)
+        *err = TAKE_PTR (first);
+      return ret;
+    }
+  cleanup_free char *normal = rt_normalize_ref (ref);
+  if (normal && strcmp (normal, ref) != 0)
+    {
+      ret = nsbox_store_resolve (store, normal, manifest_digest, NULL);
+      if (ret != -ENOENT)
+        return ret < 0 ? nsbox_store_resolve (store, normal, manifest_digest, err) : ret;
+    }
+  return nsbox_error_set (err, ENOENT, "image '%s' is not in the store", ref);
+}
+
+void
+nsbox_strv_free (char **strv)
+{
+  if (!strv)
+    return;
+  for (char **p = strv; *p; p++)
+    free (*p);
+  free (strv);
+}
+
+/* References and platforms ------------------------------------------------ */
+
+char *
+rt_normalize_ref (const char *ref)
+{
+  struct nsbox_reference *parsed = NULL;
+  if (!ref || nsbox_reference_parse (ref, &parsed, NULL) < 0)
+    return NULL;
+  char *out = nsbox_reference_string (parsed);
+  nsbox_reference_free (parsed);
+  return out;
+}

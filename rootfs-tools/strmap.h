@@ -1,0 +1,31 @@
+/* A small string-keyed hash map (open addressing) for per-path state of the
+ * layer applier. Keys are copied; values belong to the caller. */
+#ifndef NSBOX_STRMAP_H
+#define NSBOX_STRMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util.h"
+
+struct rt_strmap_slot
+{
+  char *key;
+  void *value;
+};
+
+struct rt_strmap
+{
+  struct rt_strmap_slot *slots;
+  size_t cap, count;
+};
+
+NSBOX_INTERNAL void *rt_strmap_get (const struct rt_strmap *map, const char *key);
+NSBOX_INTERNAL bool rt_strmap_has (const struct rt_strmap *map, const char *key);
+/* Inserts or replaces; *old gets the replaced value (or NULL). */
+NSBOX_INTERNAL int rt_strmap_put (struct rt_strmap *map, const char *key, void *value,
+                                  void **old);
+/* Frees the keys, and the values with free_value when non-NULL. */
+NSBOX_INTERNAL void rt_strmap_clear (struct rt_strmap *map, void (*free_value) (void *));
+
+#endif
