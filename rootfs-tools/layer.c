@@ -1,0 +1,891 @@
+/* The layer applier: tar entries from libarchive (reader only) applied by
+ * our own code to a private tree, every path resolved inside it. See
+ * layer.h and ../shared/OCI.md sections 3 and 4. */
+#include "layer.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "decompress.h"
+#include "inroot.h"
+#include "strmap.h"
+
+#define MAX_PATH_BYTES 4096
+#define MAX_COMPONENT_BYTES 255
+#define MAX_LINK_BYTES 4095
+#define MAX_XATTR_BYTES (64u << 10)
+#define COPY_CHUNK (256u << 10)
+
+/* What the image said about one path: applied to directories at the end,
+ * written to ownership.tsv for everything. */
+struct path_meta
+{
+  mode_t mode; /* type and permission bits from the header */
+  int64_t uid, gid;
+  struct timespec mtime;
+};
+
+struct rt_unpack
+{
+  struct nsbox_store *store;
+  int root_fd; /* O_RDONLY|O_DIRECTORY, the tree's root */
+  bool fallback;
+  uint64_t image_bytes;
+  struct rt_strmap meta; /* path -> struct path_meta */
+  bool warned_xattr, warned_user_xattr;
+  char *copy_buf;
+};
+
+/* One layer in progress. */
+struct layer
+{
+  struct rt_unpack *u;
+  unsigned index;
+  struct archive *ar;
+  struct rt_stream *stream;
+  struct rt_strmap written; /* paths written by this layer, with their ancestors */
+  uint64_t bytes, entries;
+};
+
+static int
+layer_error (struct layer *l, struct nsbox_error **err, int code, const char *path,
+             const char *what)
+{
+  return nsbox_error_set (err, code, "layer %u: '%s': %s", l->index, path, what);
+}
+
+/* Names ------------------------------------------------------------------ */
+
+/* Lexically cleans a tar name into a relative path ("" is the root).
+ * Anything climbing above the root is a breakout. */
+static int
+clean_path (struct layer *l, const char *raw, char **out, struct nsbox_error **err)
+{
+  size_t raw_len = strlen (raw);
+  if (raw_len > MAX_PATH_BYTES)
+    return nsbox_error_set (err, ENAMETOOLONG, "layer %u: path of %zu bytes exceeds %d",
+                            l->index, raw_len, MAX_PATH_BYTES);
+  cleanup_free char *buf = malloc (raw_len + 1);
+  cleanup_free char *copy = strdup (raw);
+  if (!buf || !copy)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  size_t len = 0;
+  char *save = NULL;
+  for (char *comp = strtok_r (copy, "/", &save); comp; comp = strtok_r (NULL, "/", &save))
+    {
+      if (strcmp (comp, ".") == 0)
+        continue;
+      if (strcmp (comp, "..") == 0)
+        {
+          if (len == 0)
+            return layer_error (l, err, EBADMSG, raw, "path escapes the root (breakout)");
+          char *slash = memrchr (buf, '/', len);
+          len = slash ? (size_t) (slash - buf) : 0;
+          continue;
+        }
+      size_t clen = strlen (comp);
+      if (clen > MAX_COMPONENT_BYTES)
+        return layer_error (l, err, ENAMETOOLONG, raw, "path component longer than 255 bytes");
+      if (len)
+        buf[len++] = '/';
+      memcpy (buf + len, comp, clen);
+      len += clen;
+    }
+  buf[len] = '\0';
+  *out = TAKE_PTR (buf);
+  return 0;
+}
+
+static void
+split_path (char *path, const char **parent, const char **base)
+{
+  char *slash = strrchr (path, '/');
+  if (slash)
+    {
+      *slash = '\0';
+      *parent = path;
+      *base = slash + 1;
+    }
+  else
+    {
+      *parent = "";
+      *base = path;
+    }
+}
+
+/* Marks path and its ancestors as written by this layer. */
+static int
+mark_written (struct layer *l, const char *path)
+{
+  cleanup_free char *copy = strdup (path);
+  if (!copy)
+    return -ENOMEM;
+  for (;;)
+    {
+      if (rt_strmap_has (&l->written, copy))
+        return 0;
+      if (rt_strmap_put (&l->written, copy, NULL, NULL) < 0)
+        return -ENOMEM;
+      char *slash = strrchr (copy, '/');
+      if (!slash)
+        return 0;
+      *slash = '\0';
+    }
+}
+
+/* Resolution ------------------------------------------------------------- */
+
+static int
+open_dir (struct rt_unpack *u, const char *path)
+{
+  return rt_open_dir_in_root (u->root_fd, path, u->fallback);
+}
+
+/* The parent directory of an entry, creating missing directories (0755)
+ * inside the root as needed. */
+static int
+open_parent (struct layer *l, const char *parent, const char *path, struct nsbox_error **err)
+{
+  cleanup_free char *prefix = NULL;
+  int fd = open_dir (l->u, parent);
+  if (fd >= 0)
+    return fd;
+  if (fd != -ENOENT)
+    goto fail;
+  prefix = strdup (parent);
+  if (!prefix)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  size_t full = strlen (prefix);
+  for (size_t end = 0; end <= full; end++)
+    {
+      if (prefix[end] != '/' && prefix[end] != '\0')
+        continue;
+      char saved = prefix[end];
+      prefix[end] = '\0';
+      fd = open_dir (l->u, prefix);
+      if (fd == -ENOENT)
+        {
+          char *slash = strrchr (prefix, '/');
+          const char *name = slash ? slash + 1 : prefix;
+          if (slash)
+            *slash = '\0';
+          int pfd = open_dir (l->u, slash ? prefix : "");
+          if (slash)
+            *slash = '/';
+          if (pfd < 0)
+            {
+              fd = pfd;
+              goto fail;
+            }
+          if (mkdirat (pfd, name, 0755) < 0)
+            {
+              fd = errno == EEXIST ? -ENOTDIR : -errno;
+              close (pfd);
+              goto fail;
+            }
+          int dfd = openat (pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (dfd >= 0)
+            {
+              fchmod (dfd, 0755);
+              close (dfd);
+            }
+          close (pfd);
+          fd = open_dir (l->u, prefix);
+        }
+      prefix[end] = saved;
+      if (fd < 0)
+        goto fail;
+      if (saved != '\0')
+        close (fd);
+    }
+  return fd;
+fail:
+  if (fd == -ENOTDIR)
+    return layer_error (l, err, ENOTDIR, path, "a parent is not a directory");
+  return nsbox_error_set (err, -fd, "layer %u: '%s': resolve parent: %s", l->index, path,
+                          strerror (-fd));
+}
+
+/* Makes room for a new entry: a directory over a directory merges (returns
+ * 1); anything else in the way is removed (returns 0). */
+static int
+clear_target (struct layer *l, int pfd, const char *base, bool new_is_dir, const char *path,
+              struct nsbox_error **err)
+{
+  struct stat st;
+  if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    {
+      if (errno == ENOENT)
+        return 0;
+      return nsbox_error_sys (err, errno, "layer %u: '%s': stat", l->index, path);
+    }
+  if (S_ISDIR (st.st_mode) && new_is_dir)
+    return 1;
+  int ret = rt_remove_at (pfd, base);
+  if (ret < 0)
+    return nsbox_error_sys (err, -ret, "layer %u: '%s': remove the existing entry", l->index,
+                            path);
+  return 0;
+}
+
+/* Metadata --------------------------------------------------------------- */
+
+static bool
+xattr_is_user (const char *name)
+{
+  return strncmp (name, "user.", 5) == 0 && !strstr (name, ".overlay.");
+}
+
+static int
+apply_xattrs (struct layer *l, struct archive_entry *entry, int fd, const char *path,
+              struct nsbox_error **err)
+{
+  const char *name;
+  const void *value;
+  size_t size;
+  archive_entry_xattr_reset (entry);
+  while (archive_entry_xattr_next (entry, &name, &value, &size) == ARCHIVE_OK)
+    {
+      if (size > MAX_XATTR_BYTES)
+        return layer_error (l, err, E2BIG, path, "extended attribute larger than 64 KiB");
+      if (!xattr_is_user (name))
+        {
+          /* security.capability, security.selinux, trusted.*, system.*:
+           * privileged or host-specific; a set-cap binary would be set-cap
+           * for us. */
+          if (!l->u->warned_xattr)
+            rt_store_warn (l->u->store,
+                           "warning: layer %u: dropping privileged extended attribute '%s' "
+                           "of '%s' (and any others like it)",
+                           l->index, name, path);
+          l->u->warned_xattr = true;
+          continue;
+        }
+      if (fd < 0)
+        continue;
+      if (fsetxattr (fd, name, value, size, 0) < 0 && !l->u->warned_user_xattr)
+        {
+          rt_store_warn (l->u->store,
+                         "warning: layer %u: cannot set extended attribute '%s' on '%s': %s "
+                         "(ignoring such failures)",
+                         l->index, name, path, strerror (errno));
+          l->u->warned_user_xattr = true;
+        }
+    }
+  return 0;
+}
+
+static void
+entry_times (struct archive_entry *entry, struct timespec ts[2])
+{
+  ts[1].tv_sec = archive_entry_mtime (entry);
+  ts[1].tv_nsec = archive_entry_mtime_nsec (entry);
+  ts[0] = ts[1];
+  if (archive_entry_atime_is_set (entry) && archive_entry_atime (entry) > ts[1].tv_sec)
+    {
+      ts[0].tv_sec = archive_entry_atime (entry);
+      ts[0].tv_nsec = archive_entry_atime_nsec (entry);
+    }
+}
+
+static int
+record_meta (struct layer *l, const char *path, struct archive_entry *entry)
+{
+  struct path_meta *m = malloc (sizeof *m);
+  if (!m)
+    return -ENOMEM;
+  m->mode = archive_entry_mode (entry);
+  m->uid = archive_entry_uid (entry);
+  m->gid = archive_entry_gid (entry);
+  m->mtime.tv_sec = archive_entry_mtime (entry);
+  m->mtime.tv_nsec = archive_entry_mtime_nsec (entry);
+  void *old = NULL;
+  if (rt_strmap_put (&l->u->meta, path, m, &old) < 0)
+    {
+      free (m);
+      return -ENOMEM;
+    }
+  free (old);
+  return 0;
+}
+
+/* Entry types ------------------------------------------------------------ */
+
+static int
+write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
+               const char *path, struct nsbox_error **err)
+{
+  struct rt_limits *lim = &l->u->store->limits;
+  int64_t size = archive_entry_size (entry);
+  if (size < 0 || (uint64_t) size > lim->layer_bytes - l->bytes
+      || (uint64_t) size > lim->image_bytes - l->u->image_bytes)
+    return nsbox_error_set (err, EFBIG,
+                            "layer %u: '%s': file of %" PRId64 " bytes exceeds the limit of %"
+                            PRIu64 " bytes per layer or %" PRIu64 " per image",
+                            l->index, path, size, lim->layer_bytes, lim->image_bytes);
+  cleanup_close int fd
+      = openat (pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': create", l->index, path);
+  int64_t copied = 0;
+  for (;;)
+    {
+      la_ssize_t n = archive_read_data (l->ar, l->u->copy_buf, COPY_CHUNK);
+      if (n < 0)
+        return nsbox_error_set (err, EBADMSG, "layer %u: '%s': %s", l->index, path,
+                                archive_error_string (l->ar));
+      if (n == 0)
+        break;
+      copied += n;
+      if (copied > size)
+        return layer_error (l, err, EBADMSG, path, "more data than the header says");
+      for (la_ssize_t off = 0; off < n;)
+        {
+          ssize_t w = write (fd, l->u->copy_buf + off, (size_t) (n - off));
+          if (w < 0 && errno == EINTR)
+            continue;
+          if (w < 0)
+            return nsbox_error_sys (err, errno, "layer %u: '%s': write", l->index, path);
+          off += w;
+        }
+    }
+  if (copied != size)
+    return layer_error (l, err, EBADMSG, path, "truncated file data");
+  l->bytes += (uint64_t) size;
+  l->u->image_bytes += (uint64_t) size;
+  mode_t mode = archive_entry_perm (entry) & 07777 & ~(mode_t) (S_ISUID | S_ISGID);
+  int ret = apply_xattrs (l, entry, fd, path, err);
+  if (ret < 0)
+    return ret;
+  if (fchmod (fd, mode) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': chmod", l->index, path);
+  struct timespec ts[2];
+  entry_times (entry, ts);
+  if (futimens (fd, ts) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': set times", l->index, path);
+  return 0;
+}
+
+static int
+write_directory (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
+                 bool exists, const char *path, struct nsbox_error **err)
+{
+  if (!exists && mkdirat (pfd, base, 0700) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': mkdir", l->index, path);
+  cleanup_close int fd = openat (pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': open directory", l->index, path);
+  /* Final modes come last (rt_unpack_finish); until then we must be able
+   * to write into it. */
+  if (fchmod (fd, (archive_entry_perm (entry) & 07777) | 0700) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': chmod", l->index, path);
+  return apply_xattrs (l, entry, fd, path, err);
+}
+
+static int
+write_symlink (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
+               const char *path, struct nsbox_error **err)
+{
+  const char *target = archive_entry_symlink_utf8 (entry);
+  if (!target)
+    target = archive_entry_symlink (entry);
+  if (!target || !*target)
+    return layer_error (l, err, EBADMSG, path, "symlink without a target");
+  if (strlen (target) > MAX_LINK_BYTES)
+    return layer_error (l, err, ENAMETOOLONG, path, "symlink target longer than 4095 bytes");
+  if (symlinkat (target, pfd, base) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': symlink", l->index, path);
+  struct timespec ts[2];
+  entry_times (entry, ts);
+  if (utimensat (pfd, base, ts, AT_SYMLINK_NOFOLLOW) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': set times", l->index, path);
+  return apply_xattrs (l, entry, -1, path, err);
+}
+
+static int
+write_hardlink (struct layer *l, const char *raw_target, int pfd, const char *base,
+                const char *path, struct nsbox_error **err)
+{
+  if (strlen (raw_target) > MAX_LINK_BYTES)
+    return layer_error (l, err, ENAMETOOLONG, path, "hardlink target longer than 4095 bytes");
+  cleanup_free char *target = NULL;
+  int ret = clean_path (l, raw_target, &target, err);
+  if (ret < 0)
+    return ret;
+  if (!*target)
+    return layer_error (l, err, EBADMSG, path, "hardlink to the root directory");
+  if (strcmp (target, path) == 0)
+    return 0;
+  const char *tparent, *tbase;
+  split_path (target, &tparent, &tbase);
+  int tfd = open_dir (l->u, tparent);
+  if (tfd < 0)
+    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink target '%s' not found: %s",
+                            l->index, path, raw_target, strerror (-tfd));
+  cleanup_close int tpfd = tfd;
+  struct stat st;
+  if (fstatat (tpfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink target '%s' not found",
+                            l->index, path, raw_target);
+  if (S_ISDIR (st.st_mode))
+    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink to directory '%s'",
+                            l->index, path, raw_target);
+  ret = clear_target (l, pfd, base, false, path, err);
+  if (ret < 0)
+    return ret;
+  /* Links the entry itself (a symlink stays a symlink): never follows. */
+  if (linkat (tpfd, tbase, pfd, base, 0) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': hardlink to '%s'", l->index, path,
+                            raw_target);
+  return 0;
+}
+
+static int
+write_fifo (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
+            const char *path, struct nsbox_error **err)
+{
+  if (mknodat (pfd, base, S_IFIFO | 0600, 0) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': mkfifo", l->index, path);
+  cleanup_close int fd = openat (pfd, base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': open fifo", l->index, path);
+  if (fchmod (fd, archive_entry_perm (entry) & 07777 & ~(mode_t) (S_ISUID | S_ISGID)) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': chmod", l->index, path);
+  struct timespec ts[2];
+  entry_times (entry, ts);
+  if (futimens (fd, ts) < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': set times", l->index, path);
+  return 0;
+}
+
+/* Whiteouts -------------------------------------------------------------- */
+
+/* Removes what lower layers left below dir_fd (lexical path `path`), keeping
+ * what this layer wrote. */
+static int
+opaque_clean (struct layer *l, int dir_fd, const char *path, unsigned depth,
+              struct nsbox_error **err)
+{
+  if (depth > 512)
+    return layer_error (l, err, ELOOP, path, "directory tree too deep");
+  int fd = openat (dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': open", l->index, path);
+  DIR *dir = fdopendir (fd);
+  if (!dir)
+    {
+      close (fd);
+      return nsbox_error_set (err, ENOMEM, "out of memory");
+    }
+  int ret = 0;
+  struct dirent *de;
+  while ((de = readdir (dir)))
+    {
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+        continue;
+      cleanup_free char *child = NULL;
+      if (asprintf (&child, "%s%s%s", path, *path ? "/" : "", de->d_name) < 0)
+        {
+          ret = nsbox_error_set (err, ENOMEM, "out of memory");
+          break;
+        }
+      if (!rt_strmap_has (&l->written, child))
+        {
+          ret = rt_remove_at (dir_fd, de->d_name);
+          if (ret < 0)
+            {
+              ret = nsbox_error_sys (err, -ret, "layer %u: '%s': remove (opaque whiteout)",
+                                     l->index, child);
+              break;
+            }
+          continue;
+        }
+      int cfd = openat (dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (cfd < 0)
+        continue; /* a file (or symlink) this layer wrote */
+      ret = opaque_clean (l, cfd, child, depth + 1, err);
+      close (cfd);
+      if (ret < 0)
+        break;
+    }
+  closedir (dir);
+  return ret;
+}
+
+static int
+apply_whiteout (struct layer *l, const char *parent, const char *base, const char *raw,
+                struct nsbox_error **err)
+{
+  if (strcmp (base, ".wh..wh..opq") == 0)
+    {
+      int fd = open_dir (l->u, parent);
+      if (fd == -ENOENT || fd == -ENOTDIR)
+        return 0;
+      if (fd < 0)
+        return nsbox_error_sys (err, -fd, "layer %u: '%s': resolve", l->index, raw);
+      int ret = opaque_clean (l, fd, parent, 0, err);
+      close (fd);
+      return ret;
+    }
+  const char *name = base + 4;
+  if (!*name || strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
+    return layer_error (l, err, EBADMSG, raw, "invalid whiteout");
+  if (strncmp (base, ".wh..wh.", 8) == 0)
+    return 0; /* other AUFS metadata */
+  cleanup_free char *victim = NULL;
+  if (asprintf (&victim, "%s%s%s", parent, *parent ? "/" : "", name) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (rt_strmap_has (&l->written, victim))
+    return 0; /* whiteouts hide lower layers only */
+  int fd = open_dir (l->u, parent);
+  if (fd == -ENOENT || fd == -ENOTDIR)
+    return 0;
+  if (fd < 0)
+    return nsbox_error_sys (err, -fd, "layer %u: '%s': resolve", l->index, raw);
+  int ret = rt_remove_at (fd, name);
+  close (fd);
+  if (ret < 0)
+    return nsbox_error_sys (err, -ret, "layer %u: '%s': apply whiteout", l->index, raw);
+  return 0;
+}
+
+/* One entry -------------------------------------------------------------- */
+
+static int
+apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **err)
+{
+  const char *raw = archive_entry_pathname_utf8 (entry);
+  if (!raw)
+    raw = archive_entry_pathname (entry);
+  if (!raw || !*raw)
+    return nsbox_error_set (err, EBADMSG, "layer %u: entry without a name", l->index);
+  cleanup_free char *path = NULL;
+  int ret = clean_path (l, raw, &path, err);
+  if (ret < 0)
+    return ret;
+  const char *hardlink = archive_entry_hardlink_utf8 (entry);
+  if (!hardlink)
+    hardlink = archive_entry_hardlink (entry);
+  mode_t type = archive_entry_filetype (entry);
+  if (!*path)
+    {
+      if (type == AE_IFDIR && !hardlink)
+        return 0;
+      return layer_error (l, err, EBADMSG, raw, "root entry is not a directory");
+    }
+  if (archive_entry_sparse_count (entry) > 0)
+    return layer_error (l, err, EBADMSG, raw, "sparse files are not supported");
+
+  cleanup_free char *lexical = strdup (path);
+  if (!lexical)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  const char *parent, *base;
+  split_path (path, &parent, &base);
+  if (strncmp (base, ".wh.", 4) == 0)
+    return apply_whiteout (l, parent, base, raw, err);
+
+  if (!hardlink && (type == AE_IFCHR || type == AE_IFBLK))
+    {
+      if (archive_entry_rdevmajor (entry) > 0xffffffffu
+          || archive_entry_rdevminor (entry) > 0xffffffffu)
+        return layer_error (l, err, EBADMSG, raw, "device number out of range");
+      rt_store_warn (l->u->store, "warning: layer %u: skipping device node '%s' (not created "
+                     "without privileges; the sandbox has its own /dev)", l->index, lexical);
+      return 0;
+    }
+  if (!hardlink && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO)
+    return layer_error (l, err, EBADMSG, raw, "unsupported entry type");
+
+  if (mark_written (l, lexical) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  cleanup_close int pfd = open_parent (l, parent, raw, err);
+  if (pfd < 0)
+    return pfd;
+  if (hardlink)
+    return write_hardlink (l, hardlink, pfd, base, lexical, err);
+
+  ret = clear_target (l, pfd, base, type == AE_IFDIR, lexical, err);
+  if (ret < 0)
+    return ret;
+  if (record_meta (l, lexical, entry) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  switch (type)
+    {
+    case AE_IFDIR:
+      return write_directory (l, entry, pfd, base, ret == 1, lexical, err);
+    case AE_IFLNK:
+      return write_symlink (l, entry, pfd, base, lexical, err);
+    case AE_IFIFO:
+      return write_fifo (l, entry, pfd, base, lexical, err);
+    default:
+      return write_regular (l, entry, pfd, base, lexical, err);
+    }
+}
+
+/* Layers ----------------------------------------------------------------- */
+
+static la_ssize_t
+read_callback (struct archive *ar, void *data, const void **buf)
+{
+  struct layer *l = data;
+  ssize_t n = rt_stream_read (l->stream, buf);
+  if (n < 0)
+    {
+      archive_set_error (ar, (int) -n, "%s", rt_stream_error (l->stream));
+      return -1;
+    }
+  return n;
+}
+
+int
+rt_unpack_new (struct nsbox_store *store, int root_fd, struct rt_unpack **out,
+               struct nsbox_error **err)
+{
+  struct rt_unpack *u = calloc (1, sizeof *u);
+  if (!u)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  u->store = store;
+  u->root_fd = root_fd;
+  u->fallback = store->force_resolve_fallback;
+  u->copy_buf = malloc (COPY_CHUNK);
+  if (!u->copy_buf)
+    {
+      free (u);
+      return nsbox_error_set (err, ENOMEM, "out of memory");
+    }
+  *out = u;
+  return 0;
+}
+
+void
+rt_unpack_free (struct rt_unpack *u)
+{
+  if (!u)
+    return;
+  rt_strmap_clear (&u->meta, free);
+  free (u->copy_buf);
+  free (u);
+}
+
+static int
+read_entries (struct layer *l, struct nsbox_error **err)
+{
+  struct rt_limits *lim = &l->u->store->limits;
+  for (;;)
+    {
+      struct archive_entry *entry = NULL;
+      int r = archive_read_next_header (l->ar, &entry);
+      if (r == ARCHIVE_EOF)
+        return 0;
+      if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
+        {
+          int code = archive_errno (l->ar);
+          if (code != EFBIG && code != EIO && code != ENOMEM)
+            code = EBADMSG;
+          return nsbox_error_set (err, code, "layer %u: invalid tar stream: %s", l->index,
+                                  archive_error_string (l->ar));
+        }
+      if (++l->entries > lim->layer_entries)
+        return nsbox_error_set (err, E2BIG, "layer %u: more than %" PRIu64 " entries", l->index,
+                                lim->layer_entries);
+      int ret = apply_entry (l, entry, err);
+      if (ret < 0)
+        return ret;
+    }
+}
+
+int
+rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *diff_id, unsigned index,
+                 struct nsbox_error **err)
+{
+  struct layer l = { .u = u, .index = index };
+  struct rt_limits *lim = &u->store->limits;
+  /* Tar headers and padding on top of the file data. */
+  uint64_t stream_limit = lim->layer_bytes + lim->layer_bytes / 4 + (64u << 20);
+  int ret = rt_stream_new (blob_fd, stream_limit, &l.stream, err);
+  if (ret < 0)
+    return nsbox_error_prefix (err, "layer %u", index);
+  l.ar = archive_read_new ();
+  if (!l.ar)
+    {
+      rt_stream_free (l.stream);
+      return nsbox_error_set (err, ENOMEM, "out of memory");
+    }
+  archive_read_support_format_tar (l.ar);
+  if (archive_read_open (l.ar, &l, NULL, read_callback, NULL) != ARCHIVE_OK)
+    {
+      ret = nsbox_error_set (err, EBADMSG, "layer %u: %s", index, archive_error_string (l.ar));
+      goto out;
+    }
+  ret = read_entries (&l, err);
+  if (ret < 0)
+    goto out;
+  char computed[RT_DIGEST_LEN + 1];
+  ret = rt_stream_finish (l.stream, computed);
+  if (ret < 0)
+    {
+      ret = nsbox_error_set (err, -ret, "layer %u: %s", index, rt_stream_error (l.stream));
+      goto out;
+    }
+  if (strcmp (computed, diff_id) != 0)
+    ret = nsbox_error_set (err, EBADMSG,
+                           "layer %u: DiffID mismatch: the config says '%s', the content is '%s'",
+                           index, diff_id, computed);
+out:
+  archive_read_free (l.ar);
+  rt_stream_free (l.stream);
+  rt_strmap_clear (&l.written, NULL);
+  return ret;
+}
+
+/* Finishing -------------------------------------------------------------- */
+
+static int
+ensure_launcher_dir (struct rt_unpack *u, const char *name, mode_t mode, FILE *added,
+                     struct nsbox_error **err)
+{
+  struct stat st;
+  if (fstatat (u->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    {
+      if (S_ISDIR (st.st_mode))
+        return 0;
+      rt_store_warn (u->store, "warning: the image's /%s is not a directory; replacing it", name);
+      int ret = rt_remove_at (u->root_fd, name);
+      if (ret < 0)
+        return nsbox_error_sys (err, -ret, "remove '/%s'", name);
+    }
+  if (mkdirat (u->root_fd, name, 0700) < 0)
+    return nsbox_error_sys (err, errno, "create '/%s'", name);
+  cleanup_close int fd = openat (u->root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 || fchmod (fd, mode) < 0)
+    return nsbox_error_sys (err, errno, "chmod '/%s'", name);
+  fprintf (added, "%s\n", name);
+  return 0;
+}
+
+struct dir_item
+{
+  const char *path;
+  size_t depth;
+  const struct path_meta *meta;
+};
+
+static int
+deeper_first (const void *a, const void *b)
+{
+  const struct dir_item *x = a, *y = b;
+  if (x->depth != y->depth)
+    return x->depth < y->depth ? 1 : -1;
+  return strcmp (x->path, y->path);
+}
+
+static int
+by_path (const void *a, const void *b)
+{
+  return strcmp (((const struct dir_item *) a)->path, ((const struct dir_item *) b)->path);
+}
+
+/* Opens path (lexical, below the root) without following its last
+ * component; -errno when it is gone. */
+static int
+open_entry (struct rt_unpack *u, const char *path, int flags)
+{
+  cleanup_free char *copy = strdup (path);
+  if (!copy)
+    return -ENOMEM;
+  const char *parent, *base;
+  split_path (copy, &parent, &base);
+  cleanup_close int pfd = open_dir (u, parent);
+  if (pfd < 0)
+    return pfd;
+  int fd = openat (pfd, base, flags | O_NOFOLLOW | O_CLOEXEC);
+  return fd < 0 ? -errno : fd;
+}
+
+static void
+write_tsv_path (FILE *f, const char *path)
+{
+  fputc ('/', f);
+  for (const char *p = path; *p; p++)
+    switch (*p)
+      {
+      case '\t':
+        fputs ("\\t", f);
+        break;
+      case '\n':
+        fputs ("\\n", f);
+        break;
+      case '\\':
+        fputs ("\\\\", f);
+        break;
+      default:
+        fputc (*p, f);
+      }
+}
+
+int
+rt_unpack_finish (struct rt_unpack *u, FILE *ownership, FILE *added, struct nsbox_error **err)
+{
+  int ret = ensure_launcher_dir (u, "proc", 0755, added, err);
+  if (ret >= 0)
+    ret = ensure_launcher_dir (u, "dev", 0755, added, err);
+  if (ret >= 0)
+    ret = ensure_launcher_dir (u, "tmp", 01777, added, err);
+  if (ret < 0)
+    return ret;
+  cleanup_free struct dir_item *items = calloc (u->meta.count + 1, sizeof *items);
+  if (!items)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  size_t n = 0;
+  for (size_t i = 0; i < u->meta.cap; i++)
+    {
+      struct rt_strmap_slot *slot = &u->meta.slots[i];
+      if (!slot->key)
+        continue;
+      size_t depth = 0;
+      for (const char *p = slot->key; *p; p++)
+        depth += *p == '/';
+      items[n++] = (struct dir_item){ slot->key, depth, slot->value };
+    }
+  qsort (items, n, sizeof *items, deeper_first);
+  for (size_t i = 0; i < n; i++)
+    {
+      if (!S_ISDIR (items[i].meta->mode))
+        continue;
+      cleanup_close int fd = open_entry (u, items[i].path, O_RDONLY | O_DIRECTORY);
+      if (fd < 0)
+        continue; /* removed or replaced by a later layer */
+      struct timespec ts[2] = { items[i].meta->mtime, items[i].meta->mtime };
+      if (fchmod (fd, items[i].meta->mode & 07777) < 0 || futimens (fd, ts) < 0)
+        return nsbox_error_sys (err, errno, "set mode and times of '/%s'", items[i].path);
+    }
+  if (fchmod (u->root_fd, 0755) < 0)
+    return nsbox_error_sys (err, errno, "chmod the rootfs");
+
+  qsort (items, n, sizeof *items, by_path);
+  fputs ("# path\tuid\tgid\tmode (as in the image; the files belong to the unpacking user)\n",
+         ownership);
+  for (size_t i = 0; i < n; i++)
+    {
+      cleanup_close int fd = open_entry (u, items[i].path, O_PATH);
+      struct stat st;
+      if (fd < 0 || fstat (fd, &st) < 0 || (st.st_mode & S_IFMT) != (items[i].meta->mode & S_IFMT))
+        continue;
+      write_tsv_path (ownership, items[i].path);
+      fprintf (ownership, "\t%" PRId64 "\t%" PRId64 "\t%04o\n", items[i].meta->uid,
+               items[i].meta->gid, (unsigned) (items[i].meta->mode & 07777));
+    }
+  if (ferror (ownership) || ferror (added))
+    return nsbox_error_set (err, EIO, "write ownership.tsv");
+  return 0;
+}

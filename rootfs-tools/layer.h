@@ -1,0 +1,29 @@
+/* Applying image layers to a private rootfs tree (../shared/OCI.md
+ * sections 2.5, 3 and 4): own decompression (gzip, zstd, plain), DiffID
+ * verification, libarchive as the tar reader, and an applier that resolves
+ * every path inside the tree. */
+#ifndef NSBOX_LAYER_H
+#define NSBOX_LAYER_H
+
+#include <stdio.h>
+
+#include "store-private.h"
+
+struct rt_unpack;
+
+/* An applier writing into the directory root_fd (kept open by the caller;
+ * an O_RDONLY|O_DIRECTORY fd of an empty directory the caller owns). */
+NSBOX_INTERNAL int rt_unpack_new (struct nsbox_store *store, int root_fd,
+                                  struct rt_unpack **out, struct nsbox_error **err);
+/* Applies one layer blob (compressed or not: the format is sniffed) and
+ * checks the sha256 of its whole uncompressed stream against diff_id. */
+NSBOX_INTERNAL int rt_unpack_layer (struct rt_unpack *unpack, int blob_fd, const char *diff_id,
+                                    unsigned index, struct nsbox_error **err);
+/* Creates /proc, /dev and /tmp when missing (names written to `added`),
+ * applies directory modes and mtimes deepest-first, and writes the
+ * original owners and modes as ownership.tsv lines to `ownership`. */
+NSBOX_INTERNAL int rt_unpack_finish (struct rt_unpack *unpack, FILE *ownership, FILE *added,
+                                     struct nsbox_error **err);
+NSBOX_INTERNAL void rt_unpack_free (struct rt_unpack *unpack);
+
+#endif
