@@ -367,3 +367,80 @@ nsbox_store_unpack (struct nsbox_store *store, const char *manifest_digest, char
   *rootfs = TAKE_PTR (path);
   return 0;
 }
+
+/* The tree name of a manifest already in the store, or -errno. */
+static int
+tree_name_of (struct nsbox_store *store, const char *manifest_digest, char name[128])
+{
+  cleanup_json json_t *manifest = NULL;
+  if (rt_store_read_json (store, manifest_digest, &manifest, NULL) < 0)
+    return -ENOENT;
+  const char *config_digest
+      = json_string_value (json_object_get (json_object_get (manifest, "config"), "digest"));
+  cleanup_json json_t *config = NULL;
+  if (!nsbox_digest_valid (config_digest)
+      || rt_store_read_json (store, config_digest, &config, NULL) < 0)
+    return -ENOENT;
+  char chain[RT_DIGEST_LEN + 1];
+  if (rt_chain_id (json_object_get (json_object_get (config, "rootfs"), "diff_ids"), chain, NULL)
+      < 0)
+    return -EBADMSG;
+  snprintf (name, 128, "%s.%s", chain + 7, RT_UNPACK_VERSION);
+  return 0;
+}
+
+void
+nsbox_store_images_free (struct nsbox_store_image *images, size_t count)
+{
+  if (!images)
+    return;
+  for (size_t i = 0; i < count; i++)
+    {
+      free (images[i].ref);
+      free (images[i].manifest_digest);
+      free (images[i].platform);
+      free (images[i].rootfs);
+    }
+  free (images);
+}
+
+int
+nsbox_store_list (struct nsbox_store *store, struct nsbox_store_image **images, size_t *count,
+                  struct nsbox_error **err)
+{
+  cleanup_json json_t *index = NULL;
+  int ret = rt_store_load_index (store, &index, err);
+  if (ret < 0)
+    return ret;
+  json_t *manifests = json_object_get (index, "manifests");
+  size_t n = json_array_size (manifests);
+  struct nsbox_store_image *out = calloc (n + 1, sizeof *out);
+  if (!out)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      json_t *e = json_array_get (manifests, i);
+      json_t *ann = json_object_get (e, "annotations");
+      const char *ref = json_string_value (json_object_get (ann, "org.opencontainers.image.ref.name"));
+      const char *digest = json_string_value (json_object_get (e, "digest"));
+      const char *platform = json_string_value (json_object_get (ann, "nsbox.platform"));
+      if (!ref || !nsbox_digest_valid (digest))
+        continue;
+      struct nsbox_store_image *img = &out[k++];
+      img->ref = strdup (ref);
+      img->manifest_digest = strdup (digest);
+      img->platform = strdup (platform ? platform : "");
+      char name[128];
+      if (tree_name_of (store, digest, name) == 0 && tree_complete (store, name))
+        tree_path (store, name, &img->rootfs);
+      if (!img->ref || !img->manifest_digest || !img->platform)
+        {
+          nsbox_store_images_free (out, k);
+          return nsbox_error_set (err, ENOMEM, "out of memory");
+        }
+    }
+  *images = out;
+  *count = k;
+  return 0;
+}

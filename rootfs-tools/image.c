@@ -1,0 +1,51 @@
+/* nsbox_image_resolve: REF -> unpacked rootfs and image Env, pulling per
+ * policy. See image.h. */
+#include "image.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "store-private.h"
+
+int
+nsbox_image_resolve (struct nsbox_store *store, const char *ref, enum nsbox_pull_policy policy,
+                     const struct nsbox_pull_options *options, char **rootfs, char ***env,
+                     struct nsbox_error **err)
+{
+  if (!ref || !*ref)
+    return nsbox_error_set (err, EINVAL, "empty image reference");
+  cleanup_free char *digest = NULL;
+  int ret = -ENOENT;
+  if (policy != NSBOX_PULL_ALWAYS)
+    {
+      cleanup_error struct nsbox_error *lookup_err = NULL;
+      ret = nsbox_store_lookup (store, ref, &digest, &lookup_err);
+      if (ret < 0 && ret != -ENOENT)
+        {
+          *err = TAKE_PTR (lookup_err);
+          return ret;
+        }
+      if (ret == -ENOENT && policy == NSBOX_PULL_NEVER)
+        return nsbox_error_set (err, ENOENT,
+                                "image '%s' is not in the store '%s' and pulling is off "
+                                "(nsbox-image pull %s)",
+                                ref, nsbox_store_root (store), ref);
+    }
+  if (ret < 0)
+    {
+      free (TAKE_PTR (digest));
+      ret = nsbox_image_pull (store, ref, options, &digest, err);
+      if (ret < 0)
+        return ret;
+    }
+  char *path = NULL;
+  char **strv = NULL;
+  ret = nsbox_store_unpack (store, digest, &path, env ? &strv : NULL, err);
+  if (ret < 0)
+    return nsbox_error_prefix (err, "image '%s'", ref);
+  *rootfs = path;
+  if (env)
+    *env = strv;
+  return 0;
+}
