@@ -281,7 +281,14 @@ nsbox_child_main (const struct nsbox_plan *plan)
   place_fds (plan);
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+  /* A non-dumpable process's /proc/PID files belong to root: an
+   * unprivileged launcher could not write our id maps. Dumpable only until
+   * the maps are written; this memory is a copy of the launcher's. */
+  if (plan->caller_undumpable && prctl (PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   wait_for_parent ();
+  if (plan->caller_undumpable && prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   become_sandbox_user (plan);
   if (plan->unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
     nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);
@@ -323,6 +330,7 @@ static const char *const step_names[NSBOX_STEP_COUNT_] = {
   [NSBOX_STEP_FDS] = "set up file descriptors",
   [NSBOX_STEP_JOIN_CGROUP] = "join the run's cgroup v1",
   [NSBOX_STEP_PDEATHSIG] = "set parent-death signal",
+  [NSBOX_STEP_DUMPABLE] = "set dumpable",
   [NSBOX_STEP_CGROUPNS] = "enter cgroup namespace",
   [NSBOX_STEP_MOUNT_PRIVATE] = "make mounts private on",
   [NSBOX_STEP_BIND_ROOTFS] = "bind rootfs",

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/capability.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -185,6 +186,7 @@ prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **
   r->plan.uid = c->uid;
   r->plan.gid = c->gid;
   r->plan.may_setgroups = geteuid () == 0;
+  r->plan.caller_undumpable = prctl (PR_GET_DUMPABLE, 0, 0, 0, 0) == 0;
   snprintf (r->plan.tmp_options, sizeof r->plan.tmp_options, "size=%" PRIu64 ",mode=1777",
             c->tmp_size_bytes);
   snprintf (r->plan.shm_options, sizeof r->plan.shm_options, "size=%" PRIu64 ",mode=1777",

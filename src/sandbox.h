@@ -19,6 +19,7 @@ enum nsbox_step
   NSBOX_STEP_FDS,
   NSBOX_STEP_JOIN_CGROUP,
   NSBOX_STEP_PDEATHSIG,
+  NSBOX_STEP_DUMPABLE,
   NSBOX_STEP_CGROUPNS,
   NSBOX_STEP_MOUNT_PRIVATE,
   NSBOX_STEP_BIND_ROOTFS,
@@ -79,6 +80,7 @@ struct nsbox_plan
   uid_t uid, gid;             /* inside the sandbox */
   bool may_setgroups;         /* the launcher is root: clear supplementary groups */
   bool unshare_cgroupns;      /* no CLONE_INTO_CGROUP: enter a cgroup ns after attach */
+  bool caller_undumpable;     /* the launcher is not dumpable (PR_GET_DUMPABLE 0) */
   char *const *argv;
   char *const *envp;
   const char *path_search;    /* PATH of the sandbox env, for argv[0] lookup */

@@ -11,17 +11,34 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "util.h"
 
+/* A child of a non-dumpable launcher makes itself dumpable first thing;
+ * until it has, its /proc files belong to root: wait for that (bounded). */
 static int
-write_proc_file (pid_t pid, const char *name, const char *text, struct nsbox_error **err)
+open_proc_file (const char *path, bool wait_dumpable)
+{
+  for (int tries = 0;; tries++)
+    {
+      int fd = open (path, O_WRONLY | O_CLOEXEC);
+      if (fd >= 0 || errno != EACCES || !wait_dumpable || tries >= 2000)
+        return fd;
+      struct timespec ts = { 0, 100000 };
+      nanosleep (&ts, NULL);
+    }
+}
+
+static int
+write_proc_file (pid_t pid, const char *name, const char *text, bool wait_dumpable,
+                 struct nsbox_error **err)
 {
   char path[64];
   snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
-  cleanup_close int fd = open (path, O_WRONLY | O_CLOEXEC);
+  cleanup_close int fd = open_proc_file (path, wait_dumpable);
   if (fd < 0)
     return nsbox_error_sys (err, errno, "open '%s'", path);
   size_t len = strlen (text);
@@ -42,13 +59,13 @@ write_id_maps (pid_t pid, const struct nsbox_plan *plan, struct nsbox_error **er
   unsigned host_uid = root ? 65534 : (unsigned) geteuid ();
   unsigned host_gid = root ? 65534 : (unsigned) getegid ();
   char map[64];
-  if (!root && write_proc_file (pid, "setgroups", "deny", err) < 0)
+  if (!root && write_proc_file (pid, "setgroups", "deny", plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
   snprintf (map, sizeof map, "%u %u 1\n", (unsigned) plan->uid, host_uid);
-  if (write_proc_file (pid, "uid_map", map, err) < 0)
+  if (write_proc_file (pid, "uid_map", map, plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
   snprintf (map, sizeof map, "%u %u 1\n", (unsigned) plan->gid, host_gid);
-  if (write_proc_file (pid, "gid_map", map, err) < 0)
+  if (write_proc_file (pid, "gid_map", map, plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
   return 0;
 }
