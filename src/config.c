@@ -776,6 +776,42 @@ get_seccomp_policy (const nsbox_config *config)
   return strdup (config->seccomp_policy ? config->seccomp_policy : "");
 }
 
+/* Values in the order of enum nsbox_pull_policy. */
+static const char *const pull_names[] = { "missing", "always", "never" };
+
+static int
+set_pull (nsbox_config *config, const struct config_key *key, const char *value,
+          struct nsbox_error **err)
+{
+  for (size_t i = 0; i < ARRAY_SIZE (pull_names); i++)
+    if (strcmp (value, pull_names[i]) == 0)
+      {
+        config->pull = (int)i;
+        return 0;
+      }
+  return invalid_value (err, key->name, value, key->expected);
+}
+
+static char *
+get_pull (const nsbox_config *config)
+{
+  return strdup (pull_names[config->pull]);
+}
+
+static int
+set_store (nsbox_config *config, const struct config_key *key, const char *value,
+           struct nsbox_error **err)
+{
+  (void)key;
+  return replace_string (&config->store, value, true, err);
+}
+
+static char *
+get_store (const nsbox_config *config)
+{
+  return strdup (config->store ? config->store : "");
+}
+
 static int load_scalar (struct config_loader *loader, const struct config_key *key,
                         yaml_event_t *value);
 static int load_env (struct config_loader *loader, const struct config_key *key,
@@ -820,7 +856,11 @@ static int load_command (struct config_loader *loader, const struct config_key *
      "refuse to run when a limit cannot be enforced (default false)",                              \
      "true, false, yes, no, 1 or 0")                                                               \
   X (seccomp_policy, "seccomp-policy", KEY_NULLABLE, load_scalar,                                  \
-     "seccomp policy YAML file (default the built-in policy)", "a file")
+     "seccomp policy YAML file (default the built-in policy)", "a file")                          \
+  X (pull, "pull", 0, load_scalar, "pull the image: missing, always or never (default missing)",   \
+     "missing, always or never")                                                                   \
+  X (store, "store", KEY_NULLABLE, load_scalar,                                                    \
+     "image store directory (default $NSBOX_STORE, else the per-user cache)", "a directory")
 
 #define KEY_INFO(id, name, flags, load, help, expected)                                            \
   { name, help, ((flags)&KEY_BOOLEAN) != 0, ((flags)&KEY_REPEATABLE) != 0 },
@@ -870,6 +910,7 @@ nsbox_config_free (nsbox_config *config)
   string_list_free (config->env);
   string_list_free (config->command);
   free (config->seccomp_policy);
+  free (config->store);
   free (config);
 }
 
@@ -944,6 +985,7 @@ nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
   copy->rootfs = strdup_or_null (config->rootfs, &failed);
   copy->network = strdup_or_null (config->network, &failed);
   copy->seccomp_policy = strdup_or_null (config->seccomp_policy, &failed);
+  copy->store = strdup_or_null (config->store, &failed);
   copy->env = string_list_dup ((const char *const *)config->env, config->env_len);
   copy->command = string_list_dup ((const char *const *)config->command, config->command_len);
   if (failed || !copy->env || !copy->command)

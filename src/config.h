@@ -37,6 +37,8 @@ struct nsbox_config
   size_t command_len;
   bool strict;
   char *seccomp_policy;        /* path of a policy YAML; NULL: the built-in one */
+  int pull;                    /* enum nsbox_pull_policy (rootfs-tools/image.h) */
+  char *store;                 /* image store directory; NULL: $NSBOX_STORE or the default */
 };
 
 /* Parses "64m", "1g", "512k", "100" (bytes; k/m/g/t are powers of 1024,

@@ -289,6 +289,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
   wait_for_parent ();
   if (plan->caller_undumpable && prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
+  nsbox_mounts_bind_root (plan);
   become_sandbox_user (plan);
   if (plan->unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
     nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);

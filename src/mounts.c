@@ -69,14 +69,17 @@ setup_rootfs (const char *root)
   must_mount (NSBOX_STEP_BIND_ROOTFS, root, root, root, NULL, MS_BIND, NULL);
   unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV;
   must_mount (NSBOX_STEP_REMOUNT_ROOTFS, root, NULL, root, NULL, flags | locked_flags (root), NULL);
+  /* Everything from here on is relative to the new root: its host path may
+   * lie below directories the sandbox user cannot traverse (a root-owned
+   * 0700 image store). */
+  if (chdir (root) < 0)
+    nsbox_child_fail (NSBOX_STEP_BIND_ROOTFS, errno, root);
 }
 
 static void
 setup_tmp (const struct nsbox_plan *plan)
 {
-  char path[PATH_MAX];
-  join (path, sizeof path, plan->rootfs, "/tmp");
-  must_mount (NSBOX_STEP_MOUNT_TMP, "/tmp", "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+  must_mount (NSBOX_STEP_MOUNT_TMP, "/tmp", "tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV,
               plan->tmp_options);
 }
 
@@ -117,9 +120,7 @@ setup_dev_nodes (const char *dev)
 static void
 setup_dev (const struct nsbox_plan *plan)
 {
-  char dev[PATH_MAX], shm[PATH_MAX];
-  join (dev, sizeof dev, plan->rootfs, "/dev");
-  join (shm, sizeof shm, plan->rootfs, "/dev/shm");
+  const char *dev = "dev", *shm = "dev/shm";
   must_mount (NSBOX_STEP_MOUNT_DEV, "/dev", "tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC,
               "size=64k,nr_inodes=64,mode=0755");
   setup_dev_nodes (dev);
@@ -138,19 +139,19 @@ static const char *const proc_readonly[]
     = { "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs" };
 
 static void
-mask_proc (const char *root)
+mask_proc (void)
 {
-  char devnull[PATH_MAX], path[PATH_MAX];
-  join (devnull, sizeof devnull, root, "/dev/null");
+  const char *devnull = "dev/null";
+  char path[PATH_MAX];
   for (size_t i = 0; i < sizeof proc_masked_files / sizeof proc_masked_files[0]; i++)
     {
-      join (path, sizeof path, root, proc_masked_files[i]);
+      join (path, sizeof path, "", proc_masked_files[i] + 1);
       if (mount (devnull, path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
         nsbox_child_fail (NSBOX_STEP_MASK_PROC, errno, proc_masked_files[i]);
     }
   for (size_t i = 0; i < sizeof proc_masked_dirs / sizeof proc_masked_dirs[0]; i++)
     {
-      join (path, sizeof path, root, proc_masked_dirs[i]);
+      join (path, sizeof path, "", proc_masked_dirs[i] + 1);
       if (mount ("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                  "size=0,nr_inodes=1,mode=0555")
               < 0
@@ -160,12 +161,12 @@ mask_proc (const char *root)
 }
 
 static void
-readonly_proc (const char *root)
+readonly_proc (void)
 {
   char path[PATH_MAX];
   for (size_t i = 0; i < sizeof proc_readonly / sizeof proc_readonly[0]; i++)
     {
-      join (path, sizeof path, root, proc_readonly[i]);
+      join (path, sizeof path, "", proc_readonly[i] + 1);
       if (mount (path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
         {
           if (errno == ENOENT)
@@ -181,11 +182,9 @@ readonly_proc (const char *root)
 /* Defence in depth behind the seccomp rule: no nested user namespaces, even
  * through a path the filter does not see. The sysctl is per user namespace. */
 static void
-limit_nested_userns (const char *root)
+limit_nested_userns (void)
 {
-  char path[PATH_MAX];
-  join (path, sizeof path, root, "/proc/sys/user/max_user_namespaces");
-  int fd = open (path, O_WRONLY | O_CLOEXEC);
+  int fd = open ("proc/sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
   if (fd < 0)
     nsbox_child_fail (NSBOX_STEP_USERNS_LIMIT, errno, "/proc/sys/user/max_user_namespaces");
   if (write (fd, "0\n", 2) != 2)
@@ -194,22 +193,18 @@ limit_nested_userns (const char *root)
 }
 
 static void
-setup_proc (const char *root)
+setup_proc (void)
 {
-  char path[PATH_MAX];
-  join (path, sizeof path, root, "/proc");
-  must_mount (NSBOX_STEP_MOUNT_PROC, "/proc", "proc", path, "proc",
+  must_mount (NSBOX_STEP_MOUNT_PROC, "/proc", "proc", "proc", "proc",
               MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-  mask_proc (root);
-  limit_nested_userns (root);
-  readonly_proc (root);
+  mask_proc ();
+  limit_nested_userns ();
+  readonly_proc ();
 }
 
 static void
 enter_root (const char *root)
 {
-  if (chdir (root) < 0)
-    nsbox_child_fail (NSBOX_STEP_PIVOT_ROOT, errno, root);
   if (syscall (SYS_pivot_root, ".", ".") < 0)
     nsbox_child_fail (NSBOX_STEP_PIVOT_ROOT, errno, root);
   /* The old root is now stacked under the new one: detach it entirely. */
@@ -220,11 +215,16 @@ enter_root (const char *root)
 }
 
 void
-nsbox_mounts_setup (const struct nsbox_plan *plan)
+nsbox_mounts_bind_root (const struct nsbox_plan *plan)
 {
   setup_rootfs (plan->rootfs);
+}
+
+void
+nsbox_mounts_setup (const struct nsbox_plan *plan)
+{
   setup_tmp (plan);
   setup_dev (plan);
-  setup_proc (plan->rootfs);
+  setup_proc ();
   enter_root (plan->rootfs);
 }

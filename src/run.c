@@ -22,6 +22,8 @@
 #include "spawn.h"
 #include "supervise.h"
 #include "util.h"
+#include "image.h"
+#include "store.h"
 
 /* The environment of a bare rootfs before the configured `env`. */
 static const char *const base_env[] = {
@@ -35,6 +37,7 @@ struct run
   struct nsbox_limits limits;
   char *rootfs;
   char **envp;
+  char **image_env; /* the image config's Env, when running an image */
   bool own_bpf;
   int fds[10]; /* five pipes, [2i] read end, [2i+1] write end */
 };
@@ -62,6 +65,7 @@ run_release (struct run *r)
     for (char **e = r->envp; *e; e++)
       free (*e);
   free (r->envp);
+  nsbox_strv_free (r->image_env);
   for (int i = 0; i < 2 * PIPE_COUNT_; i++)
     if (r->fds[i] >= 0)
       close (r->fds[i]);
@@ -104,17 +108,25 @@ env_overridden (const struct nsbox_config *c, const char *entry)
   return false;
 }
 
-/* The image's (here: the base) environment plus the configured one; nothing
- * from the host, ever. */
+/* The image's environment (or, for a bare rootfs, PATH and LANG) plus the
+ * configured one; nothing from the host, ever. */
 static int
 build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
 {
+  const char *const *base = base_env;
+  size_t nbase = ARRAY_SIZE (base_env);
+  if (r->image_env)
+    {
+      base = (const char *const *) r->image_env;
+      for (nbase = 0; r->image_env[nbase]; nbase++)
+        ;
+    }
   size_t n = 0;
-  r->envp = calloc (ARRAY_SIZE (base_env) + c->env_len + 1, sizeof (char *));
+  r->envp = calloc (nbase + c->env_len + 1, sizeof (char *));
   if (!r->envp)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  for (size_t i = 0; i < ARRAY_SIZE (base_env); i++)
-    if (!env_overridden (c, base_env[i]) && !(r->envp[n++] = strdup (base_env[i])))
+  for (size_t i = 0; i < nbase; i++)
+    if (!env_overridden (c, base[i]) && !(r->envp[n++] = strdup (base[i])))
       return nsbox_error_set (err, ENOMEM, "out of memory");
   for (size_t i = 0; i < c->env_len; i++)
     if (!(r->envp[n++] = strdup (c->env[i])))
@@ -124,6 +136,22 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
     if (strncmp (*e, "PATH=", 5) == 0)
       r->plan.path_search = *e + 5;
   return 0;
+}
+
+/* `image`: resolved through the store, pulled per `pull`. */
+static int
+resolve_image (struct run *r, const struct nsbox_config *c, char **rootfs,
+               struct nsbox_error **err)
+{
+  struct nsbox_store *store = NULL;
+  int ret = nsbox_store_open (c->store, &store, err);
+  if (ret < 0)
+    return ret;
+  struct nsbox_pull_options options = { 0 };
+  ret = nsbox_image_resolve (store, c->image, (enum nsbox_pull_policy) c->pull, &options, rootfs,
+                             &r->image_env, err);
+  nsbox_store_close (store);
+  return ret;
 }
 
 /* The built-in policy was compiled to BPF at build time. */
@@ -175,10 +203,11 @@ locate_launcher_strings (struct nsbox_plan *plan)
 static int
 prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
 {
-  if (!c->rootfs)
-    return nsbox_error_set (err, EINVAL, "no rootfs given: set 'rootfs' (--rootfs DIR); "
-                                         "pulling 'image' is not supported yet");
-  int ret = check_rootfs (r, c->rootfs, err);
+  cleanup_free char *image_rootfs = NULL;
+  int ret = 0;
+  if (!c->rootfs && (ret = resolve_image (r, c, &image_rootfs, err)) < 0)
+    return ret;
+  ret = check_rootfs (r, c->rootfs ? c->rootfs : image_rootfs, err);
   if (ret < 0 || (ret = build_env (r, c, err)) < 0 || (ret = prepare_filter (r, c, err)) < 0)
     return ret;
   r->plan.argv = c->command;

@@ -110,8 +110,11 @@ void nsbox_child_main (const struct nsbox_plan *plan) __attribute__ ((noreturn, 
 void nsbox_child_fail (int step, int err, const char *detail)
     __attribute__ ((noreturn, visibility ("hidden")));
 
-/* Child side mount setup (mounts.c): everything up to and including
- * pivot_root. Async-signal-safe; fails through nsbox_child_fail. */
+/* Child side mount setup (mounts.c), async-signal-safe, failing through
+ * nsbox_child_fail. bind_root: the read-only bind of the rootfs, made
+ * while the child still has the launcher's host uid, then chdir into it;
+ * setup: /tmp, /dev, /proc relative to it, then pivot_root. */
+void nsbox_mounts_bind_root (const struct nsbox_plan *plan) __attribute__ ((visibility ("hidden")));
 void nsbox_mounts_setup (const struct nsbox_plan *plan) __attribute__ ((visibility ("hidden")));
 
 /* Child side: drop every capability from all five sets (caps.c). */
