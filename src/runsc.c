@@ -35,14 +35,28 @@
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
+#include "seccomp.h"
 #include "supervise.h"
 #include "util.h"
 
 /* Host uid/gid that gVisor's processes run as when nsbox is root. */
 #define RUNSC_ROOT_HOST_ID 65534
+
+/* Inside the sandbox: the helper that installs the seccomp filter and
+ * executes the command, and the filter. Their directory is bind-mounted
+ * read-only on the rootfs's /mnt: gVisor's gofer, unprivileged, can only
+ * mount on a mount point that exists in the (read-only) rootfs. */
+#define SANDBOX_HELPER_DIR "/mnt"
+#define SANDBOX_EXEC "/mnt/.nsbox-exec"
+#define SANDBOX_FILTER "/mnt/.nsbox-filter"
+
+/* src/helper/runsc-exec.c, embedded by src/runsc_exec_blob.S. */
+extern const unsigned char nsbox_runsc_exec[] __attribute__ ((visibility ("hidden")));
+extern const uint64_t nsbox_runsc_exec_len __attribute__ ((visibility ("hidden")));
 
 static const char *const default_runsc_dirs[]
     = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin" };
@@ -73,6 +87,7 @@ struct runsc_job
   const int *v1_tasks_fds;
   int n_v1_tasks_fds;
   bool root;         /* nsbox runs as root: map to RUNSC_ROOT_HOST_ID */
+  bool caller_undumpable;
   int fds[2 * R_PIPES_];
 };
 
@@ -168,6 +183,10 @@ init_main (const struct runsc_job *job)
   init_place_fds (job);
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     init_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+  /* A non-dumpable process's /proc/PID files belong to root: dumpable
+   * until the launcher has written our id maps (as the native init). */
+  if (job->caller_undumpable && prctl (PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+    init_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   char byte;
   ssize_t n;
   do
@@ -176,6 +195,8 @@ init_main (const struct runsc_job *job)
   if (n != 1)
     _exit (127);
   close (INIT_SYNC_FD);
+  if (job->caller_undumpable && prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    init_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   init_enter_namespace (job);
   init_reset_signals ();
   pid_t runsc = (pid_t) syscall (SYS_clone, (unsigned long) SIGCHLD, 0UL, 0UL, 0UL, 0UL);
@@ -356,6 +377,8 @@ build_process (const struct nsbox_plan *plan, const struct nsbox_config *c)
   json_t *rlimits = build_rlimits (plan, c);
   if (!args || !env || !caps || !rlimits)
     goto fail;
+  if (add (args, json_string (SANDBOX_EXEC)) < 0 || add (args, json_string (SANDBOX_FILTER)) < 0)
+    goto fail;
   for (char *const *a = plan->argv; *a; a++)
     if (add (args, json_string (*a)) < 0)
       goto fail;
@@ -374,15 +397,31 @@ fail:
   return NULL;
 }
 
-static json_t *
-build_mounts (const struct nsbox_config *c)
+static bool
+rootfs_has_dir (const struct nsbox_plan *plan, const char *dir)
 {
-  char tmp_size[64];
+  char path[4096];
+  struct stat st;
+  snprintf (path, sizeof path, "%s%s", plan->rootfs, dir);
+  return lstat (path, &st) == 0 && S_ISDIR (st.st_mode);
+}
+
+/* /proc, a minimal /dev (gVisor fills in its devices), /dev/shm and /tmp
+ * of tmp-size, the helper's directory, and an empty read-only /sys where
+ * the rootfs has one (gVisor would otherwise mount its sysfs; the native
+ * runtime has none). */
+static json_t *
+build_mounts (const struct runsc_job *job, const struct nsbox_plan *plan,
+              const struct nsbox_config *c)
+{
+  char tmp_size[64], helper_src[4096];
   snprintf (tmp_size, sizeof tmp_size, "size=%" PRIu64, c->tmp_size_bytes);
-  return json_pack (
+  snprintf (helper_src, sizeof helper_src, "%s/helper", job->bundle);
+  json_t *mounts = json_pack (
       "[{s:s, s:s, s:s, s:[s,s,s]},"
       " {s:s, s:s, s:s, s:[s,s,s,s]},"
       " {s:s, s:s, s:s, s:[s,s,s,s,s]},"
+      " {s:s, s:s, s:s, s:[s,s,s,s]},"
       " {s:s, s:s, s:s, s:[s,s,s,s]}]",
       "destination", "/proc", "type", "proc", "source", "proc", "options", "nosuid", "noexec",
       "nodev",
@@ -391,7 +430,19 @@ build_mounts (const struct nsbox_config *c)
       "destination", "/dev/shm", "type", "tmpfs", "source", "shm", "options", "nosuid", "nodev",
       "noexec", "mode=1777", tmp_size,
       "destination", "/tmp", "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev",
-      "mode=1777", tmp_size);
+      "mode=1777", tmp_size,
+      "destination", SANDBOX_HELPER_DIR, "type", "bind", "source", helper_src, "options", "ro",
+      "bind", "nodev", "nosuid");
+  if (mounts && rootfs_has_dir (plan, "/sys")
+      && add (mounts, json_pack ("{s:s, s:s, s:s, s:[s,s,s,s,s]}", "destination", "/sys", "type",
+                                 "tmpfs", "source", "none", "options", "ro", "nosuid", "nodev",
+                                 "noexec", "mode=555"))
+             < 0)
+    {
+      json_decref (mounts);
+      return NULL;
+    }
+  return mounts;
 }
 
 /* linux.resources: what the configuration asks for. With --ignore-cgroups
@@ -415,7 +466,7 @@ write_config (const struct runsc_job *job, const struct nsbox_plan *plan,
               const struct nsbox_config *c, struct nsbox_error **err)
 {
   json_t *process = build_process (plan, c);
-  json_t *mounts = build_mounts (c);
+  json_t *mounts = build_mounts (job, plan, c);
   json_t *linux_ = build_linux (c);
   if (!process || !mounts || !linux_)
     {
@@ -441,6 +492,60 @@ write_config (const struct runsc_job *job, const struct nsbox_plan *plan,
     r = nsbox_error_sys (err, errno, "chown '%s'", path);
   json_decref (spec);
   return r;
+}
+
+/* A file of the bundle, owned by gVisor's host uid when we are root. */
+static int
+write_bundle_file (const struct runsc_job *job, const char *name, const void *data, size_t len,
+                   mode_t mode, struct nsbox_error **err)
+{
+  char path[4096];
+  snprintf (path, sizeof path, "%s/helper/%s", job->bundle, name);
+  cleanup_close int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "create '%s'", path);
+  const char *p = data;
+  while (len > 0)
+    {
+      ssize_t n = write (fd, p, len);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return nsbox_error_sys (err, n < 0 ? errno : EIO, "write '%s'", path);
+      p += n;
+      len -= (size_t) n;
+    }
+  if (fchmod (fd, mode) < 0)
+    return nsbox_error_sys (err, errno, "chmod '%s'", path);
+  if (job->root && fchown (fd, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
+    return nsbox_error_sys (err, errno, "chown '%s'", path);
+  return 0;
+}
+
+/* The helper and the run's filter: the same BPF the native runtime
+ * installs, evaluated by gVisor's sentry for the program. */
+static int
+write_helper (const struct runsc_job *job, const struct nsbox_plan *plan,
+              struct nsbox_error **err)
+{
+  if (plan->bpf.len == 0)
+    return nsbox_error_set (err, EINVAL, "runtime 'runsc': no seccomp filter prepared");
+  if (!rootfs_has_dir (plan, SANDBOX_HELPER_DIR))
+    return nsbox_error_set (err, ENOTDIR, "runtime 'runsc': rootfs '%s' has no '%s' directory "
+                                          "(the mount point of nsbox's seccomp helper)",
+                            plan->rootfs, SANDBOX_HELPER_DIR);
+  char dir[4096];
+  snprintf (dir, sizeof dir, "%s/helper", job->bundle);
+  if (mkdir (dir, 0755) < 0)
+    return nsbox_error_sys (err, errno, "create '%s'", dir);
+  if (job->root && chown (dir, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
+    return nsbox_error_sys (err, errno, "chown '%s'", dir);
+  int r = write_bundle_file (job, ".nsbox-exec", nsbox_runsc_exec, (size_t) nsbox_runsc_exec_len,
+                             0755, err);
+  if (r < 0)
+    return r;
+  return write_bundle_file (job, ".nsbox-filter", plan->bpf.insns,
+                            (size_t) plan->bpf.len * sizeof plan->bpf.insns[0], 0644, err);
 }
 
 static int
@@ -476,7 +581,9 @@ make_workdir (struct runsc_job *job, struct nsbox_error **err)
   const char *base = getenv ("TMPDIR");
   if (!base || base[0] != '/')
     base = "/tmp";
-  if (asprintf (&job->workdir, "%s/nsbox-runsc-XXXXXX", base) < 0)
+  /* The launcher's pid in the name: observers (and the tests) can tell
+   * whose gVisor processes they see. */
+  if (asprintf (&job->workdir, "%s/nsbox-runsc-%d-XXXXXX", base, (int) getpid ()) < 0)
     return (job->workdir = NULL), nsbox_error_set (err, ENOMEM, "out of memory");
   if (!mkdtemp (job->workdir))
     {
@@ -517,22 +624,51 @@ build_argv (struct runsc_job *job, struct nsbox_error **err)
     tmpdir = NULL;
   if (own (job, tmpdir) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  const char *const argv[] = { "runsc", "--rootless", "--network=none", "--ignore-cgroups",
-                               root_flag, log_flag, "run", "--bundle", job->bundle, job->id,
-                               NULL };
-  memcpy (job->argv, argv, sizeof argv);
+  size_t argc = 0;
+  const char *const head[] = { "runsc", "--rootless", "--network=none", "--ignore-cgroups",
+                               root_flag, log_flag };
+  for (size_t i = 0; i < ARRAY_SIZE (head); i++)
+    job->argv[argc++] = head[i];
+  /* NSBOX_RUNSC_DEBUG_LOG=DIR: runsc's debug logs (one file per runsc
+   * process) go to DIR, for finding out why gVisor refused a job. */
+  const char *debug_dir = getenv ("NSBOX_RUNSC_DEBUG_LOG");
+  if (debug_dir && debug_dir[0] == '/')
+    {
+      char *flag = NULL;
+      if (asprintf (&flag, "--debug-log=%s/", debug_dir) < 0)
+        flag = NULL;
+      if (own (job, flag) < 0)
+        return nsbox_error_set (err, ENOMEM, "out of memory");
+      job->argv[argc++] = "--debug";
+      job->argv[argc++] = flag;
+    }
+  const char *const tail[] = { "run", "--bundle", job->bundle, job->id };
+  for (size_t i = 0; i < ARRAY_SIZE (tail); i++)
+    job->argv[argc++] = tail[i];
+  job->argv[argc] = NULL;
   job->envp[0] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   job->envp[1] = tmpdir;
   job->envp[2] = NULL;
   return 0;
 }
 
+/* Until the init of a non-dumpable launcher has made itself dumpable, its
+ * /proc files belong to root: retry for a while (bounded). */
 static int
-write_proc (pid_t pid, const char *name, const char *text, struct nsbox_error **err)
+write_proc (const struct runsc_job *job, pid_t pid, const char *name, const char *text,
+            struct nsbox_error **err)
 {
   char path[64];
   snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
-  cleanup_close int fd = open (path, O_WRONLY | O_CLOEXEC);
+  cleanup_close int fd = -1;
+  for (int tries = 0;; tries++)
+    {
+      fd = open (path, O_WRONLY | O_CLOEXEC);
+      if (fd >= 0 || errno != EACCES || !job->caller_undumpable || tries >= 2000)
+        break;
+      struct timespec ts = { 0, 100000 };
+      nanosleep (&ts, NULL);
+    }
   if (fd < 0)
     return nsbox_error_sys (err, errno, "open '%s'", path);
   ssize_t len = (ssize_t) strlen (text);
@@ -547,13 +683,13 @@ write_maps (const struct runsc_job *job, pid_t pid, struct nsbox_error **err)
   unsigned uid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned) geteuid ();
   unsigned gid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned) getegid ();
   char map[64];
-  if (!job->root && write_proc (pid, "setgroups", "deny", err) < 0)
+  if (!job->root && write_proc (job, pid, "setgroups", "deny", err) < 0)
     return nsbox_error_prefix (err, "runsc init: write id maps");
   snprintf (map, sizeof map, "0 %u 1\n", uid);
-  if (write_proc (pid, "uid_map", map, err) < 0)
+  if (write_proc (job, pid, "uid_map", map, err) < 0)
     return nsbox_error_prefix (err, "runsc init: write id maps");
   snprintf (map, sizeof map, "0 %u 1\n", gid);
-  if (write_proc (pid, "gid_map", map, err) < 0)
+  if (write_proc (job, pid, "gid_map", map, err) < 0)
     return nsbox_error_prefix (err, "runsc init: write id maps");
   return 0;
 }
@@ -595,19 +731,35 @@ spawn_init (struct runsc_job *job, struct nsbox_limits *limits, struct nsbox_chi
   return 0;
 }
 
-/* The "msg" of runsc's last error line (--log gets JSON lines), or NULL. */
+/* What runsc's processes logged as errors (--log: JSON objects, appended
+ * back to back by runsc, gofer and sandbox): the last (runsc's own
+ * summary), with the first (usually the root cause) when they differ. */
 static char *
 read_runsc_error (const char *log)
 {
-  cleanup_fclose FILE *f = fopen (log, "re");
-  if (!f)
+  cleanup_close int fd = open (log, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return NULL;
-  char *last = NULL, *line = NULL;
-  size_t cap = 0;
-  while (getline (&line, &cap, f) > 0)
+  char buf[16384];
+  size_t len = 0;
+  ssize_t n;
+  while (len < sizeof buf && (n = read (fd, buf + len, sizeof buf - len)) > 0)
+    len += (size_t) n;
+  cleanup_free char *first = NULL;
+  char *last = NULL;
+  size_t off = 0;
+  while (off < len)
     {
-      json_t *j = json_loads (line, 0, NULL);
-      const char *msg = j ? json_string_value (json_object_get (j, "msg")) : NULL;
+      while (off < len && (buf[off] == '\n' || buf[off] == ' '))
+        off++;
+      json_error_t jerr;
+      json_t *j = json_loadb (buf + off, len - off, JSON_DISABLE_EOF_CHECK, &jerr);
+      if (!j)
+        break;
+      off += jerr.position > 0 ? (size_t) jerr.position : len;
+      const char *msg = json_string_value (json_object_get (j, "msg"));
+      if (msg && !first)
+        first = strdup (msg);
       if (msg)
         {
           free (last);
@@ -615,7 +767,15 @@ read_runsc_error (const char *log)
         }
       json_decref (j);
     }
-  free (line);
+  if (last && first && strcmp (first, last) != 0)
+    {
+      char *both = NULL;
+      if (asprintf (&both, "%s (%s)", last, first) >= 0)
+        {
+          free (last);
+          last = both;
+        }
+    }
   return last;
 }
 
@@ -689,6 +849,16 @@ conclude (const struct runsc_job *job, struct nsbox_result *res, struct nsbox_er
       if (why)
         return nsbox_error_set (err, EPROTO, "runtime 'runsc': %s", why);
     }
+  /* The helper failed before the program ran (e.g. no such command): it
+   * says so in one stderr line and exits 127. Reported as the native
+   * runtime reports a failed setup step. */
+  static const char setup_prefix[] = "nsbox: sandbox setup: ";
+  size_t pl = sizeof setup_prefix - 1;
+  if (res->signal == 0 && res->exit_code == 127 && res->stderr_len > pl + 1
+      && memcmp (res->stderr_buf, setup_prefix, pl) == 0
+      && memchr (res->stderr_buf, '\n', res->stderr_len) == res->stderr_buf + res->stderr_len - 1)
+    return nsbox_error_set (err, EIO, "%.*s", (int) (res->stderr_len - 8),
+                            res->stderr_buf + 7);
   if (res->signal == 0 && res->exit_code > 128 && res->exit_code < 128 + 65)
     res->signal = res->exit_code - 128;
   return 0;
@@ -700,9 +870,11 @@ execute_job (struct runsc_job *job, const struct nsbox_plan *plan, struct nsbox_
              struct nsbox_result *res, struct nsbox_error **err)
 {
   int r = find_runsc (&job->runsc, err);
-  if (r < 0 || (r = make_workdir (job, err)) < 0 || (r = write_config (job, plan, c, err)) < 0
+  if (r < 0 || (r = make_workdir (job, err)) < 0 || (r = write_helper (job, plan, err)) < 0
+      || (r = write_config (job, plan, c, err)) < 0
       || (r = build_argv (job, err)) < 0 || (r = open_pipes (job, err)) < 0)
     return r;
+  job->caller_undumpable = plan->caller_undumpable;
   job->v1_tasks_fds = plan->v1_tasks_fds;
   job->n_v1_tasks_fds = plan->n_v1_tasks_fds;
   struct nsbox_child child = { -1, -1 };
@@ -861,6 +1033,8 @@ self_check (const struct nsbox_config *c)
   plan.rootfs = rootfs;
   plan.argv = (char *const *) argv;
   plan.envp = (char *const *) envp;
+  plan.bpf.insns = (struct sock_filter *) nsbox_default_bpf_insns;
+  plan.bpf.len = nsbox_default_bpf_len;
   struct nsbox_config check_config = *c;
   check_config.timeout_ms = 10000;
   struct nsbox_limits none;
