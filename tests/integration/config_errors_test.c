@@ -98,13 +98,41 @@ MODE_TEST (config, rootfs_without_tmp_is_refused, .timeout = 30)
   run_out_free (&out);
 }
 
-MODE_TEST (config, runsc_runtime_is_refused_as_not_supported_yet, .timeout = 30)
+/* Asked for explicitly, an unusable runsc is an error, never a fallback. */
+MODE_TEST (config, runsc_runtime_without_runsc_is_refused, .timeout = 30)
 {
+  setenv ("NSBOX_RUNSC", "/nonexistent/runsc", 1);
   const char *const args[] = { "--runtime", "runsc", NULL };
-  const char *const needles[] = { "runsc", "not supported", NULL };
+  const char *const needles[] = { "runtime 'runsc'", "/nonexistent/runsc", NULL };
   struct run_out out;
   run_mode (*mode, "print('ran')\n", args, &out);
   assert_refused (&out, needles);
+  run_out_free (&out);
+  unsetenv ("NSBOX_RUNSC");
+}
+
+MODE_TEST (config, auto_runtime_without_runsc_runs_native, .timeout = 30)
+{
+  setenv ("NSBOX_RUNSC", "/nonexistent/runsc", 1);
+  const char *const args[] = { "--runtime", "auto", NULL };
+  struct run_out out;
+  run_mode (*mode, "print('ran')\n", args, &out);
+  assert_prints (&out, "ran\n");
+  RUN_ASSERT (&out, strcmp (run_json_str (&out, "runtime", NULL), "native") == 0,
+              "runtime is native");
+  run_out_free (&out);
+  unsetenv ("NSBOX_RUNSC");
+}
+
+MODE_TEST (config, auto_runtime_with_a_working_runsc_runs_runsc, .timeout = 60)
+{
+  NSBOX_SKIP_UNLESS (runsc_installed (), "no runsc binary (apt-get install runsc)");
+  const char *const args[] = { "--runtime", "auto", NULL };
+  struct run_out out;
+  run_mode (*mode, "print('ran')\n", args, &out);
+  assert_prints (&out, "ran\n");
+  RUN_ASSERT (&out, strcmp (run_json_str (&out, "runtime", NULL), "runsc") == 0,
+              "runtime is runsc");
   run_out_free (&out);
 }
 

@@ -75,6 +75,27 @@ harness_must_work (void)
   return v && strcmp (v, "1") == 0;
 }
 
+const char *
+harness_runtime (void)
+{
+  const char *v = getenv ("NSBOX_TEST_RUNTIME");
+  return v && *v ? v : "native";
+}
+
+bool
+harness_is_runsc (void)
+{
+  return strcmp (harness_runtime (), "runsc") == 0;
+}
+
+/* Whether the runtime is chosen by NSBOX_TEST_RUNTIME for every run. */
+static bool
+runtime_forced (void)
+{
+  const char *v = getenv ("NSBOX_TEST_RUNTIME");
+  return v && *v;
+}
+
 struct test_ids
 {
   bool drop;
@@ -287,13 +308,18 @@ run_cli_spawn (const char *const *extra_args, bool as_json, struct run_job *job)
   size_t nextra = 0;
   while (extra_args && extra_args[nextra])
     nextra++;
-  const char **argv = calloc (nextra + 6, sizeof *argv);
+  const char **argv = calloc (nextra + 8, sizeof *argv);
   cr_assert_not_null (argv);
   size_t argc = 0;
   argv[argc++] = bin;
   argv[argc++] = "run";
   argv[argc++] = "--rootfs";
   argv[argc++] = rootfs;
+  if (runtime_forced ())
+    {
+      argv[argc++] = "--runtime";
+      argv[argc++] = harness_runtime ();
+    }
   if (as_json)
     argv[argc++] = "--json";
   for (size_t i = 0; i < nextra; i++)
@@ -417,6 +443,10 @@ configure_lib (nsbox_config *config, const char *const *args, struct nsbox_error
   for (size_t i = 0; r >= 0 && args && args[i]; i++)
     if (strcmp (args[i], "--config") == 0 && args[i + 1])
       r = nsbox_config_load_yaml (config, args[++i], err);
+  /* As the CLI puts --runtime before the case's flags: after the YAML,
+   * before the keys. */
+  if (r >= 0 && runtime_forced ())
+    r = nsbox_config_set (config, "runtime", harness_runtime (), err);
   for (size_t i = 0; r >= 0 && args && args[i]; i++)
     {
       const char *a = args[i];
@@ -930,6 +960,64 @@ count_uid_processes (uid_t uid, const char *environ_needle, char *desc, size_t d
     }
   closedir (proc);
   return count;
+}
+
+int
+count_runsc_processes (pid_t launcher_pid, char *desc, size_t desc_size)
+{
+  DIR *proc = opendir ("/proc");
+  cr_assert_not_null (proc, "opendir /proc: %s", strerror (errno));
+  char needle[64];
+  snprintf (needle, sizeof needle, "/nsbox-runsc-%d-", (int)launcher_pid);
+  int count = 0;
+  size_t used = 0;
+  if (desc && desc_size)
+    desc[0] = '\0';
+  static char buf[1 << 16];
+  struct dirent *d;
+  while ((d = readdir (proc)))
+    {
+      if (!isdigit ((unsigned char)d->d_name[0]))
+        continue;
+      char path[320], exe[PATH_MAX];
+      snprintf (path, sizeof path, "/proc/%s/exe", d->d_name);
+      ssize_t n = readlink (path, exe, sizeof exe - 1);
+      if (n <= 0)
+        continue;
+      exe[n] = '\0';
+      const char *base = strrchr (exe, '/');
+      base = base ? base + 1 : exe;
+      if (strcmp (base, "runsc") != 0 && strncmp (base, "runsc ", 6) != 0)
+        continue;
+      size_t len;
+      snprintf (path, sizeof path, "/proc/%s/cmdline", d->d_name);
+      if (!read_whole (path, buf, sizeof buf, &len) || !memmem (buf, len, needle, strlen (needle)))
+        continue;
+      count++;
+      if (desc && used + 80 < desc_size)
+        used += (size_t)snprintf (desc + used, desc_size - used, "%s%s (%.40s)", used ? ", " : "",
+                                  d->d_name, buf);
+    }
+  closedir (proc);
+  return count;
+}
+
+bool
+runsc_installed (void)
+{
+  const char *env = getenv ("NSBOX_RUNSC");
+  if (env && *env)
+    return access (env, X_OK) == 0;
+  static const char *const dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+                                      "/usr/bin", "/sbin", "/bin" };
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+    {
+      char path[64];
+      snprintf (path, sizeof path, "%s/runsc", dirs[i]);
+      if (access (path, X_OK) == 0)
+        return true;
+    }
+  return false;
 }
 
 int

@@ -7,7 +7,10 @@
  *   NSBOX_BIN             the nsbox binary (default build/nsbox)
  *   NSBOX_TEST_USER       when set, every sandbox is started as this user
  *                         (the test binary itself stays root)
- *   NSBOX_TEST_MUST_WORK  1: every skip is a failure */
+ *   NSBOX_TEST_MUST_WORK  1: every skip is a failure
+ *   NSBOX_TEST_RUNTIME    when set (native, runsc), every run gets
+ *                         --runtime VALUE (CLI) or runtime=VALUE (library)
+ *                         before the case's own arguments */
 #ifndef NSBOX_TEST_HARNESS_H
 #define NSBOX_TEST_HARNESS_H
 
@@ -60,6 +63,12 @@ const char *harness_nsbox_bin (void);
 /* The test user's name, or NULL when sandboxes run as the harness's user. */
 const char *harness_test_user (void);
 bool harness_must_work (void);
+/* NSBOX_TEST_RUNTIME, or "native" when unset: the runtime every run uses
+ * and the result's `runtime` field is expected to name. */
+const char *harness_runtime (void);
+/* harness_runtime () is runsc: for the cases whose expectation differs
+ * under gVisor (each says why). */
+bool harness_is_runsc (void);
 /* The host uid the sandbox's processes run as: 65534 when started by root,
  * else the (test) user's own uid. */
 uid_t sandbox_host_uid (void);
@@ -164,6 +173,13 @@ int count_uid_processes (uid_t uid, const char *environ_needle, char *desc, size
  * last count. */
 int wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_ms, char *desc,
                              size_t desc_size);
+
+/* Host processes of gVisor (their executable is the runsc binary) that
+ * belong to the runs of the launcher `launcher_pid` (their command line
+ * names its work directory, /tmp/nsbox-runsc-<pid>-*). */
+int count_runsc_processes (pid_t launcher_pid, char *desc, size_t desc_size);
+/* Whether a runsc binary is there (NSBOX_RUNSC or the usual directories). */
+bool runsc_installed (void);
 
 /* Whether any cgroup hierarchy is visible. */
 bool have_cgroups (void);
