@@ -151,20 +151,57 @@ open_dir (struct rt_unpack *u, const char *path)
   return rt_open_dir_in_root (u->root_fd, path, u->fallback);
 }
 
-/* The parent directory of an entry, creating missing directories (0755)
- * inside the root as needed. */
-static int
-open_parent (struct layer *l, const char *parent, const char *path, struct nsbox_error **err)
+/* Lexically joins a symlink's directory and target the way in-root
+ * resolution reads them: absolute targets start at the root, ".." stops
+ * there. */
+static char *
+join_clamped (const char *dir, const char *target)
 {
-  cleanup_free char *prefix = NULL;
-  int fd = open_dir (l->u, parent);
-  if (fd >= 0)
-    return fd;
+  char *joined = NULL;
+  if (asprintf (&joined, "%s/%s", target[0] == '/' ? "" : dir, target) < 0)
+    return NULL;
+  char *out = malloc (strlen (joined) + 1);
+  if (!out)
+    {
+      free (joined);
+      return NULL;
+    }
+  size_t len = 0;
+  char *save = NULL;
+  for (char *c = strtok_r (joined, "/", &save); c; c = strtok_r (NULL, "/", &save))
+    {
+      if (strcmp (c, ".") == 0)
+        continue;
+      if (strcmp (c, "..") == 0)
+        {
+          char *slash = len ? memrchr (out, '/', len) : NULL;
+          len = slash ? (size_t) (slash - out) : 0;
+          continue;
+        }
+      if (len)
+        out[len++] = '/';
+      memcpy (out + len, c, strlen (c));
+      len += strlen (c);
+    }
+  out[len] = '\0';
+  free (joined);
+  return out;
+}
+
+/* Opens the directory `path` inside the root, creating what is missing
+ * (0755) like mkdir -p, including the in-root target of a dangling
+ * symlink on the way. Returns an O_PATH fd or -errno. */
+static int
+ensure_dir (struct layer *l, const char *path, unsigned depth)
+{
+  int fd = open_dir (l->u, path);
   if (fd != -ENOENT)
-    goto fail;
-  prefix = strdup (parent);
+    return fd;
+  if (depth > 40)
+    return -ELOOP;
+  cleanup_free char *prefix = strdup (path);
   if (!prefix)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return -ENOMEM;
   size_t full = strlen (prefix);
   for (size_t end = 0; end <= full; end++)
     {
@@ -179,37 +216,62 @@ open_parent (struct layer *l, const char *parent, const char *path, struct nsbox
           const char *name = slash ? slash + 1 : prefix;
           if (slash)
             *slash = '\0';
-          int pfd = open_dir (l->u, slash ? prefix : "");
+          const char *dir = slash ? prefix : "";
+          int pfd = open_dir (l->u, dir);
+          if (pfd < 0)
+            fd = pfd;
+          else if (mkdirat (pfd, name, 0755) == 0)
+            {
+              int dfd = openat (pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+              if (dfd >= 0)
+                {
+                  fchmod (dfd, 0755);
+                  close (dfd);
+                }
+            }
+          else if (errno == EEXIST)
+            {
+              /* A dangling symlink: create its target, inside the root. */
+              char target[MAX_LINK_BYTES + 1];
+              ssize_t n = readlinkat (pfd, name, target, sizeof target - 1);
+              fd = -ENOTDIR;
+              if (n > 0)
+                {
+                  target[n] = '\0';
+                  char *joined = join_clamped (dir, target);
+                  fd = joined ? ensure_dir (l, joined, depth + 1) : -ENOMEM;
+                  free (joined);
+                }
+            }
+          else
+            fd = -errno;
+          if (pfd >= 0)
+            close (pfd);
           if (slash)
             *slash = '/';
-          if (pfd < 0)
+          if (fd >= 0 || fd == -ENOENT)
             {
-              fd = pfd;
-              goto fail;
+              if (fd >= 0)
+                close (fd);
+              fd = open_dir (l->u, prefix);
             }
-          if (mkdirat (pfd, name, 0755) < 0)
-            {
-              fd = errno == EEXIST ? -ENOTDIR : -errno;
-              close (pfd);
-              goto fail;
-            }
-          int dfd = openat (pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-          if (dfd >= 0)
-            {
-              fchmod (dfd, 0755);
-              close (dfd);
-            }
-          close (pfd);
-          fd = open_dir (l->u, prefix);
         }
       prefix[end] = saved;
       if (fd < 0)
-        goto fail;
+        return fd;
       if (saved != '\0')
         close (fd);
     }
   return fd;
-fail:
+}
+
+/* The parent directory of an entry, created as needed. */
+static int
+open_parent (struct layer *l, const char *parent, const char *path, struct nsbox_error **err)
+{
+  int fd = ensure_dir (l, parent, 0);
+  if (fd >= 0)
+    return fd;
   if (fd == -ENOTDIR)
     return layer_error (l, err, ENOTDIR, path, "a parent is not a directory");
   return nsbox_error_set (err, -fd, "layer %u: '%s': resolve parent: %s", l->index, path,
