@@ -55,6 +55,13 @@ struct layer
   struct rt_stream *stream;
   struct rt_strmap written; /* paths written by this layer, with their ancestors */
   uint64_t bytes, entries;
+  /* The stream bytes libarchive has seen last, to read the raw typeflag of
+   * each entry's header (libarchive maps unknown types to regular files). */
+  const unsigned char *chunk;
+  size_t chunk_len;
+  uint64_t chunk_start;
+  unsigned char tail[512];
+  size_t tail_len;
 };
 
 static int
@@ -189,8 +196,10 @@ join_clamped (const char *dir, const char *target)
 }
 
 /* Opens the directory `path` inside the root, creating what is missing
- * (0755) like mkdir -p, including the in-root target of a dangling
- * symlink on the way. Returns an O_PATH fd or -errno. */
+ * (0755) like mkdir -p. A symlink met on the way whose target cannot be
+ * opened (dangling, or through a missing directory) is followed lexically,
+ * clamped at the root, and its target created. Returns an O_PATH fd or
+ * -errno. */
 static int
 ensure_dir (struct layer *l, const char *path, unsigned depth)
 {
@@ -199,70 +208,84 @@ ensure_dir (struct layer *l, const char *path, unsigned depth)
     return fd;
   if (depth > 40)
     return -ELOOP;
-  cleanup_free char *prefix = strdup (path);
-  if (!prefix)
+  cleanup_free char *copy = strdup (path);
+  cleanup_free char *resolved = strdup ("");
+  if (!copy || !resolved)
     return -ENOMEM;
-  size_t full = strlen (prefix);
-  for (size_t end = 0; end <= full; end++)
+  char *save = NULL;
+  for (char *comp = strtok_r (copy, "/", &save); comp; comp = strtok_r (NULL, "/", &save))
     {
-      if (prefix[end] != '/' && prefix[end] != '\0')
-        continue;
-      char saved = prefix[end];
-      prefix[end] = '\0';
-      fd = open_dir (l->u, prefix);
-      if (fd == -ENOENT)
+      char *candidate = NULL;
+      if (asprintf (&candidate, "%s%s%s", resolved, *resolved ? "/" : "", comp) < 0)
+        return -ENOMEM;
+      fd = open_dir (l->u, candidate);
+      if (fd >= 0)
         {
-          char *slash = strrchr (prefix, '/');
-          const char *name = slash ? slash + 1 : prefix;
-          if (slash)
-            *slash = '\0';
-          const char *dir = slash ? prefix : "";
-          int pfd = open_dir (l->u, dir);
-          if (pfd < 0)
-            fd = pfd;
-          else if (mkdirat (pfd, name, 0755) == 0)
-            {
-              int dfd = openat (pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-              if (dfd >= 0)
-                {
-                  fchmod (dfd, 0755);
-                  close (dfd);
-                }
-            }
-          else if (errno == EEXIST)
-            {
-              /* A dangling symlink: create its target, inside the root. */
-              char target[MAX_LINK_BYTES + 1];
-              ssize_t n = readlinkat (pfd, name, target, sizeof target - 1);
-              fd = -ENOTDIR;
-              if (n > 0)
-                {
-                  target[n] = '\0';
-                  char *joined = join_clamped (dir, target);
-                  fd = joined ? ensure_dir (l, joined, depth + 1) : -ENOMEM;
-                  free (joined);
-                }
-            }
-          else
-            fd = -errno;
-          if (pfd >= 0)
-            close (pfd);
-          if (slash)
-            *slash = '/';
-          if (fd >= 0 || fd == -ENOENT)
-            {
-              if (fd >= 0)
-                close (fd);
-              fd = open_dir (l->u, prefix);
-            }
+          close (fd);
+          free (resolved);
+          resolved = candidate;
+          continue;
         }
-      prefix[end] = saved;
-      if (fd < 0)
-        return fd;
-      if (saved != '\0')
-        close (fd);
+      if (fd != -ENOENT)
+        {
+          free (candidate);
+          return fd;
+        }
+      int pfd = open_dir (l->u, resolved);
+      if (pfd < 0)
+        {
+          free (candidate);
+          return pfd;
+        }
+      if (mkdirat (pfd, comp, 0755) == 0)
+        {
+          int dfd = openat (pfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (dfd >= 0)
+            {
+              fchmod (dfd, 0755);
+              close (dfd);
+            }
+          free (resolved);
+          resolved = candidate;
+        }
+      else if (errno == EEXIST)
+        {
+          char target[MAX_LINK_BYTES + 1];
+          ssize_t n = readlinkat (pfd, comp, target, sizeof target - 1);
+          free (candidate);
+          if (n <= 0)
+            {
+              close (pfd);
+              return -ENOTDIR;
+            }
+          target[n] = '\0';
+          char *joined = join_clamped (resolved, target);
+          if (!joined)
+            {
+              close (pfd);
+              return -ENOMEM;
+            }
+          int sub = ensure_dir (l, joined, depth + 1);
+          if (sub < 0)
+            {
+              free (joined);
+              close (pfd);
+              return sub;
+            }
+          close (sub);
+          free (resolved);
+          resolved = joined;
+        }
+      else
+        {
+          int saved = errno;
+          free (candidate);
+          close (pfd);
+          return -saved;
+        }
+      close (pfd);
     }
-  return fd;
+  return open_dir (l->u, resolved);
 }
 
 /* The parent directory of an entry, created as needed. */
@@ -700,12 +723,31 @@ static la_ssize_t
 read_callback (struct archive *ar, void *data, const void **buf)
 {
   struct layer *l = data;
+  /* Keep the last 512 bytes before the new chunk. */
+  if (l->chunk_len >= sizeof l->tail)
+    {
+      memcpy (l->tail, l->chunk + l->chunk_len - sizeof l->tail, sizeof l->tail);
+      l->tail_len = sizeof l->tail;
+    }
+  else if (l->chunk_len > 0)
+    {
+      size_t keep = sizeof l->tail - l->chunk_len;
+      if (keep > l->tail_len)
+        keep = l->tail_len;
+      memmove (l->tail, l->tail + l->tail_len - keep, keep);
+      memcpy (l->tail + keep, l->chunk, l->chunk_len);
+      l->tail_len = keep + l->chunk_len;
+    }
+  l->chunk_start += l->chunk_len;
+  l->chunk_len = 0;
   ssize_t n = rt_stream_read (l->stream, buf);
   if (n < 0)
     {
       archive_set_error (ar, (int) -n, "%s", rt_stream_error (l->stream));
       return -1;
     }
+  l->chunk = *buf;
+  l->chunk_len = (size_t) n;
   return n;
 }
 
@@ -739,6 +781,44 @@ rt_unpack_free (struct rt_unpack *u)
   free (u);
 }
 
+static bool
+byte_at (const struct layer *l, uint64_t offset, unsigned char *out)
+{
+  if (offset >= l->chunk_start && offset - l->chunk_start < l->chunk_len)
+    {
+      *out = l->chunk[offset - l->chunk_start];
+      return true;
+    }
+  if (offset < l->chunk_start && l->chunk_start - offset <= l->tail_len)
+    {
+      *out = l->tail[l->tail_len - (l->chunk_start - offset)];
+      return true;
+    }
+  return false;
+}
+
+/* The header block of the entry just read ends where its data starts; its
+ * typeflag must be a type we know (sparse 'S', GNU 'D', 'M', 'V' and
+ * unknown letters are errors, not regular files). */
+static int
+check_typeflag (struct layer *l, const char *name, struct nsbox_error **err)
+{
+  int64_t data_start = archive_filter_bytes (l->ar, 0);
+  if (data_start < 512)
+    return 0;
+  uint64_t header = (uint64_t) data_start - 512;
+  unsigned char magic[5], type;
+  for (unsigned i = 0; i < 5; i++)
+    if (!byte_at (l, header + 257 + i, &magic[i]))
+      return 0;
+  if (memcmp (magic, "ustar", 5) != 0 || !byte_at (l, header + 156, &type))
+    return 0;
+  if (type == '\0' || (type >= '0' && type <= '7'))
+    return 0;
+  return nsbox_error_set (err, EBADMSG, "layer %u: '%s': unsupported tar entry type '%c'",
+                          l->index, name, type >= 0x20 && type < 0x7f ? type : '?');
+}
+
 static int
 read_entries (struct layer *l, struct nsbox_error **err)
 {
@@ -760,7 +840,10 @@ read_entries (struct layer *l, struct nsbox_error **err)
       if (++l->entries > lim->layer_entries)
         return nsbox_error_set (err, E2BIG, "layer %u: more than %" PRIu64 " entries", l->index,
                                 lim->layer_entries);
-      int ret = apply_entry (l, entry, err);
+      int ret = check_typeflag (l, archive_entry_pathname (entry) ?: "?", err);
+      if (ret < 0)
+        return ret;
+      ret = apply_entry (l, entry, err);
       if (ret < 0)
         return ret;
     }
