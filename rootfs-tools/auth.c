@@ -36,7 +36,7 @@ skip_space (const char *p)
 static bool
 is_tchar (char c)
 {
-  return isalnum ((unsigned char) c) || (c && strchr ("!#$%&'*+-.^_`|~", c));
+  return isalnum ((unsigned char)c) || (c && strchr ("!#$%&'*+-.^_`|~", c));
 }
 
 /* A token or a quoted string at p; returns the end, or NULL on a bad
@@ -68,7 +68,7 @@ parse_value (const char *p, char **out)
   const char *start = p;
   while (is_tchar (*p) || *p == '/' || *p == '=')
     p++;
-  *out = strndup (start, (size_t) (p - start));
+  *out = strndup (start, (size_t)(p - start));
   return *out ? p : NULL;
 }
 
@@ -105,8 +105,7 @@ nsbox_challenges_free (struct nsbox_challenge *challenges, size_t n)
 }
 
 static int
-parse_one_header (const char *h, struct nsbox_challenge **list, size_t *n,
-                  struct nsbox_error **err)
+parse_one_header (const char *h, struct nsbox_challenge **list, size_t *n, struct nsbox_error **err)
 {
   const char *p = h;
   for (;;)
@@ -118,7 +117,7 @@ parse_one_header (const char *h, struct nsbox_challenge **list, size_t *n,
       const char *tok = p;
       while (is_tchar (*p))
         p++;
-      size_t tok_len = (size_t) (p - tok);
+      size_t tok_len = (size_t)(p - tok);
       if (tok_len == 0)
         return nsbox_error_set (err, EBADMSG, "malformed WWW-Authenticate header '%s'", h);
       const char *after = skip_space (p);
@@ -142,7 +141,7 @@ parse_one_header (const char *h, struct nsbox_challenge **list, size_t *n,
       if (!grown[*n].scheme)
         return nsbox_error_set (err, ENOMEM, "out of memory");
       for (char *c = grown[*n].scheme; *c; c++)
-        *c = (char) tolower ((unsigned char) *c);
+        *c = (char)tolower ((unsigned char)*c);
       (*n)++;
       p = after;
       /* token68 (Basic's "credentials" form is not used in challenges) */
@@ -159,8 +158,8 @@ parse_one_header (const char *h, struct nsbox_challenge **list, size_t *n,
 }
 
 int
-nsbox_challenges_parse (const char *const *headers, size_t n_headers,
-                        struct nsbox_challenge **out, struct nsbox_error **err)
+nsbox_challenges_parse (const char *const *headers, size_t n_headers, struct nsbox_challenge **out,
+                        struct nsbox_error **err)
 {
   struct nsbox_challenge *list = NULL;
   size_t n = 0;
@@ -174,7 +173,7 @@ nsbox_challenges_parse (const char *const *headers, size_t n_headers,
         }
     }
   *out = list;
-  return (int) n;
+  return (int)n;
 }
 
 /* ---- base64 ---- */
@@ -192,9 +191,9 @@ nsbox_base64_encode (const void *data, size_t len)
     return NULL;
   for (size_t i = 0; i < len; i += 3)
     {
-      unsigned v = (unsigned) in[i] << 16;
+      unsigned v = (unsigned)in[i] << 16;
       if (i + 1 < len)
-        v |= (unsigned) in[i + 1] << 8;
+        v |= (unsigned)in[i + 1] << 8;
       if (i + 2 < len)
         v |= in[i + 2];
       out[o++] = b64_alphabet[(v >> 18) & 63];
@@ -230,12 +229,12 @@ nsbox_base64_decode (const char *text, size_t *len)
           free (out);
           return NULL;
         }
-      v = (v << 6) | (unsigned) (pos - b64_alphabet);
+      v = (v << 6) | (unsigned)(pos - b64_alphabet);
       bits += 6;
       if (bits >= 8)
         {
           bits -= 8;
-          out[o++] = (char) ((v >> bits) & 0xff);
+          out[o++] = (char)((v >> bits) & 0xff);
         }
     }
   out[o] = '\0';
@@ -350,7 +349,7 @@ read_all_bounded (int fd, char **out, size_t *out_len, size_t max)
           free (buf);
           return -ETIMEDOUT;
         }
-      int pr = poll (&pfd, 1, (int) (HELPER_TIMEOUT_MS - elapsed));
+      int pr = poll (&pfd, 1, (int)(HELPER_TIMEOUT_MS - elapsed));
       if (pr < 0 && errno == EINTR)
         continue;
       if (pr <= 0)
@@ -385,7 +384,7 @@ read_all_bounded (int fd, char **out, size_t *out_len, size_t max)
         }
       if (n == 0)
         break;
-      len += (size_t) n;
+      len += (size_t)n;
     }
   buf[len] = '\0';
   *out = buf;
@@ -401,7 +400,7 @@ run_helper (const char *helper, const char *server_url, char **output, int *stat
   cleanup_free char *program = NULL;
   int in_pipe[2] = { -1, -1 }, out_pipe[2] = { -1, -1 };
   for (const char *c = helper; *c; c++)
-    if (!isalnum ((unsigned char) *c) && *c != '-' && *c != '_' && *c != '.')
+    if (!isalnum ((unsigned char)*c) && *c != '-' && *c != '_' && *c != '.')
       return nsbox_error_set (err, EINVAL, "invalid credential helper name '%s'", helper);
   if (asprintf (&program, "docker-credential-%s", helper) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
@@ -418,7 +417,7 @@ run_helper (const char *helper, const char *server_url, char **output, int *stat
   posix_spawn_file_actions_init (&actions);
   posix_spawn_file_actions_adddup2 (&actions, in_pipe[0], 0);
   posix_spawn_file_actions_adddup2 (&actions, out_pipe[1], 1);
-  char *argv[] = { program, (char *) "get", NULL };
+  char *argv[] = { program, (char *)"get", NULL };
   pid_t pid;
   int r = posix_spawnp (&pid, program, &actions, NULL, argv, environ);
   posix_spawn_file_actions_destroy (&actions);
@@ -437,7 +436,7 @@ run_helper (const char *helper, const char *server_url, char **output, int *stat
   pthread_sigmask (SIG_BLOCK, &block, &old);
   size_t url_len = strlen (server_url);
   ssize_t w = write (in_pipe[1], server_url, url_len);
-  (void) w;
+  (void)w;
   close (in_pipe[1]);
   pthread_sigmask (SIG_SETMASK, &old, NULL);
   size_t len = 0;
@@ -472,7 +471,8 @@ credentials_from_helper (const char *helper, const char *key, struct nsbox_crede
       if (strstr (output, "not found"))
         return 0;
       output[strcspn (output, "\n")] = '\0';
-      return nsbox_error_set (err, EACCES, "credential helper 'docker-credential-%s' failed (exit %d): %s",
+      return nsbox_error_set (err, EACCES,
+                              "credential helper 'docker-credential-%s' failed (exit %d): %s",
                               helper, status, output);
     }
   json_error_t jerr;
@@ -513,9 +513,8 @@ credentials_from_auths (json_t *entry, const char *path, const char *key,
     {
       if (decoded)
         explicit_bzero (decoded, len);
-      return nsbox_error_set (err, EBADMSG,
-                              "'%s': auths entry for '%s' is not base64 of user:password", path,
-                              key);
+      return nsbox_error_set (
+          err, EBADMSG, "'%s': auths entry for '%s' is not base64 of user:password", path, key);
     }
   *colon = '\0';
   int r = set_credentials (out, decoded, colon + 1);

@@ -11,7 +11,7 @@ copy_lower (char *dst, size_t size, const char *src, size_t len)
 {
   size_t n = len < size - 1 ? len : size - 1;
   for (size_t i = 0; i < n; i++)
-    dst[i] = (char) tolower ((unsigned char) src[i]);
+    dst[i] = (char)tolower ((unsigned char)src[i]);
   dst[n] = '\0';
 }
 
@@ -30,12 +30,12 @@ static const struct arch_alias
   const char *default_variant;
   const char *dropped_variant;
 } arch_aliases[] = {
-  { "x86_64", "amd64", NULL, "v1" },  { "x86-64", "amd64", NULL, "v1" },
-  { "amd64", "amd64", NULL, "v1" },   { "aarch64", "arm64", NULL, "v8" },
-  { "arm64", "arm64", NULL, "v8" },   { "armhf", "arm", "v7", NULL },
-  { "armel", "arm", "v6", NULL },     { "arm", "arm", "v7", NULL },
-  { "i386", "386", NULL, NULL },      { "i486", "386", NULL, NULL },
-  { "i586", "386", NULL, NULL },      { "i686", "386", NULL, NULL },
+  { "x86_64", "amd64", NULL, "v1" }, { "x86-64", "amd64", NULL, "v1" },
+  { "amd64", "amd64", NULL, "v1" },  { "aarch64", "arm64", NULL, "v8" },
+  { "arm64", "arm64", NULL, "v8" },  { "armhf", "arm", "v7", NULL },
+  { "armel", "arm", "v6", NULL },    { "arm", "arm", "v7", NULL },
+  { "i386", "386", NULL, NULL },     { "i486", "386", NULL, NULL },
+  { "i586", "386", NULL, NULL },     { "i686", "386", NULL, NULL },
 };
 
 void
@@ -72,20 +72,19 @@ nsbox_platform_parse (const char *text, struct nsbox_platform *out, struct nsbox
   const char *s1 = strchr (text, '/');
   const char *s2 = s1 ? strchr (s1 + 1, '/') : NULL;
   const char *end = text + strlen (text);
-  if (!s1 || s1 == text || (s2 ? s2 : end) == s1 + 1 || (s2 && (s2 + 1 == end || strchr (s2 + 1, '/')))
-      || (size_t) (s1 - text) >= sizeof p.os
-      || (size_t) ((s2 ? s2 : end) - s1 - 1) >= sizeof p.architecture
-      || (s2 && (size_t) (end - s2 - 1) >= sizeof p.variant))
+  if (!s1 || s1 == text || (s2 ? s2 : end) == s1 + 1
+      || (s2 && (s2 + 1 == end || strchr (s2 + 1, '/'))) || (size_t)(s1 - text) >= sizeof p.os
+      || (size_t)((s2 ? s2 : end) - s1 - 1) >= sizeof p.architecture
+      || (s2 && (size_t)(end - s2 - 1) >= sizeof p.variant))
     return nsbox_error_set (err, EINVAL, "invalid platform '%s': want os/arch[/variant]", text);
   for (const char *c = text; *c; c++)
-    if (!isalnum ((unsigned char) *c) && *c != '/' && *c != '_' && *c != '-' && *c != '.')
-      return nsbox_error_set (err, EINVAL, "invalid platform '%s': unexpected character '%c'",
-                              text, *c);
-  copy_lower (p.os, sizeof p.os, text, (size_t) (s1 - text));
-  copy_lower (p.architecture, sizeof p.architecture, s1 + 1,
-              (size_t) ((s2 ? s2 : end) - s1 - 1));
+    if (!isalnum ((unsigned char)*c) && *c != '/' && *c != '_' && *c != '-' && *c != '.')
+      return nsbox_error_set (err, EINVAL, "invalid platform '%s': unexpected character '%c'", text,
+                              *c);
+  copy_lower (p.os, sizeof p.os, text, (size_t)(s1 - text));
+  copy_lower (p.architecture, sizeof p.architecture, s1 + 1, (size_t)((s2 ? s2 : end) - s1 - 1));
   if (s2)
-    copy_lower (p.variant, sizeof p.variant, s2 + 1, (size_t) (end - s2 - 1));
+    copy_lower (p.variant, sizeof p.variant, s2 + 1, (size_t)(end - s2 - 1));
   nsbox_platform_normalize (&p);
   *out = p;
   return 0;
@@ -101,7 +100,7 @@ nsbox_platform_host (struct nsbox_platform *out)
   else
     set_field (p.architecture, sizeof p.architecture, "amd64");
   /* uname reports armv7l, armv6l, armv8l for 32-bit ARM kernels. */
-  if (strncmp (p.architecture, "armv", 4) == 0 && isdigit ((unsigned char) p.architecture[4]))
+  if (strncmp (p.architecture, "armv", 4) == 0 && isdigit ((unsigned char)p.architecture[4]))
     {
       snprintf (p.variant, sizeof p.variant, "v%c", p.architecture[4]);
       set_field (p.architecture, sizeof p.architecture, "arm");
@@ -113,8 +112,7 @@ nsbox_platform_host (struct nsbox_platform *out)
 void
 nsbox_platform_format (const struct nsbox_platform *p, char *buf, size_t size)
 {
-  snprintf (buf, size, "%s/%s%s%s", p->os, p->architecture, p->variant[0] ? "/" : "",
-            p->variant);
+  snprintf (buf, size, "%s/%s%s%s", p->os, p->architecture, p->variant[0] ? "/" : "", p->variant);
 }
 
 bool

@@ -76,7 +76,7 @@ domain_valid (const char *s, size_t len)
       for (const char *p = s + 1; p < close; p++)
         if (!strchr ("0123456789abcdefABCDEF:.", *p))
           return false;
-      i = (size_t) (close - s) + 1;
+      i = (size_t)(close - s) + 1;
     }
   else
     {
@@ -163,8 +163,7 @@ has_upper (const char *s, size_t len)
 
 /* Splits "name[:tag][@digest]" in place. */
 static int
-split_reference (const char *text, char *name, char **tag, char **digest,
-                 struct nsbox_error **err)
+split_reference (const char *text, char *name, char **tag, char **digest, struct nsbox_error **err)
 {
   char *at = strchr (name, '@');
   if (at)
@@ -195,17 +194,16 @@ static int
 check_path (const char *text, const char *path, struct nsbox_error **err)
 {
   if (has_upper (path, strlen (path)))
-    return nsbox_error_set (err, EINVAL,
-                            "invalid reference '%s': repository name '%s' must be lowercase",
-                            text, path);
+    return nsbox_error_set (
+        err, EINVAL, "invalid reference '%s': repository name '%s' must be lowercase", text, path);
   const char *p = path;
   for (;;)
     {
       const char *end = strchrnul (p, '/');
-      if (!component_valid (p, (size_t) (end - p)))
+      if (!component_valid (p, (size_t)(end - p)))
         return nsbox_error_set (err, EINVAL,
                                 "invalid reference '%s': bad repository name component '%.*s'",
-                                text, (int) (end - p), p);
+                                text, (int)(end - p), p);
       if (!*end)
         break;
       p = end + 1;
@@ -225,8 +223,7 @@ nsbox_reference_parse (const char *text, struct nsbox_reference **out, struct ns
   if (!text || !*text)
     return nsbox_error_set (err, EINVAL, "invalid reference '': empty");
   cleanup_free char *name = strdup (text);
-  __attribute__ ((cleanup (reference_freep))) struct nsbox_reference *ref
-      = calloc (1, sizeof *ref);
+  __attribute__ ((cleanup (reference_freep))) struct nsbox_reference *ref = calloc (1, sizeof *ref);
   if (!name || !ref)
     return nsbox_error_set (err, ENOMEM, "out of memory");
   char *tag = NULL, *digest = NULL;
@@ -238,9 +235,9 @@ nsbox_reference_parse (const char *text, struct nsbox_reference **out, struct ns
   const char *rest = name;
   char *slash = strchr (name, '/');
   if (slash
-      && (memchr (name, '.', (size_t) (slash - name)) || memchr (name, ':', (size_t) (slash - name))
+      && (memchr (name, '.', (size_t)(slash - name)) || memchr (name, ':', (size_t)(slash - name))
           || (slash - name == 9 && strncmp (name, "localhost", 9) == 0)
-          || has_upper (name, (size_t) (slash - name))))
+          || has_upper (name, (size_t)(slash - name))))
     {
       *slash = '\0';
       domain = name;
@@ -252,9 +249,8 @@ nsbox_reference_parse (const char *text, struct nsbox_reference **out, struct ns
   if (strcmp (domain, "index.docker.io") == 0)
     domain = "docker.io";
   if (strlen (domain) + 1 + strlen (rest) > NAME_MAX_LEN)
-    return nsbox_error_set (err, EINVAL,
-                            "invalid reference '%s': name longer than %d characters", text,
-                            NAME_MAX_LEN);
+    return nsbox_error_set (err, EINVAL, "invalid reference '%s': name longer than %d characters",
+                            text, NAME_MAX_LEN);
   r = check_path (text, rest, err);
   if (r < 0)
     return r;

@@ -21,7 +21,7 @@ struct nsbox_reference
  * then dropped; no tag and no digest means "latest". EINVAL names the
  * offending part. */
 NSBOX_INTERNAL int nsbox_reference_parse (const char *text, struct nsbox_reference **out,
-                           struct nsbox_error **err);
+                                          struct nsbox_error **err);
 NSBOX_INTERNAL void nsbox_reference_free (struct nsbox_reference *ref);
 
 /* "docker.io/library/python:3.12-slim" or "DOMAIN/PATH@sha256:...";

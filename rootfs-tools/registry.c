@@ -90,7 +90,7 @@ descriptor_read (json_t *obj, const char *what, struct descriptor *out, struct n
   struct descriptor d = {
     json_string_value (json_object_get (obj, "mediaType")),
     json_string_value (json_object_get (obj, "digest")),
-    json_is_integer (size) ? (int64_t) json_integer_value (size) : -1,
+    json_is_integer (size) ? (int64_t)json_integer_value (size) : -1,
   };
   if (!json_is_object (obj) || !d.digest || !nsbox_reference_digest_valid (d.digest))
     return nsbox_error_set (err, EBADMSG, "%s: missing or unsupported digest '%s'", what,
@@ -188,9 +188,8 @@ manifest_parse (struct registry *reg, struct manifest *m, const char *content_ty
   bool has_manifests = json_object_get (m->json, "manifests") != NULL;
   bool has_image = json_object_get (m->json, "layers") || json_object_get (m->json, "config");
   if (has_manifests && has_image)
-    return nsbox_error_set (err, EBADMSG,
-                            "%s: ambiguous document with both 'manifests' and 'layers'/'config'",
-                            what);
+    return nsbox_error_set (
+        err, EBADMSG, "%s: ambiguous document with both 'manifests' and 'layers'/'config'", what);
   if (content_type && body_type && strcmp (content_type, body_type) != 0)
     return nsbox_error_set (err, EBADMSG,
                             "%s: mediaType '%s' differs from the Content-Type '%s' the registry "
@@ -214,8 +213,8 @@ static int
 manifest_from_store (struct registry *reg, const char *digest, struct manifest *m,
                      struct nsbox_error **err)
 {
-  int r = nsbox_store_read_blob (reg->store, digest, REGISTRY_MAX_JSON_BYTES, &m->body, &m->len,
-                                 err);
+  int r
+      = nsbox_store_read_blob (reg->store, digest, REGISTRY_MAX_JSON_BYTES, &m->body, &m->len, err);
   if (r < 0)
     return r;
   snprintf (m->digest, sizeof m->digest, "%s", digest);
@@ -239,9 +238,9 @@ manifest_fetch (struct registry *reg, const char *reference, const struct descri
   if (by_digest && nsbox_store_has_blob (reg->store, reference))
     {
       int r = manifest_from_store (reg, reference, m, err);
-      if (r >= 0 && expected && (int64_t) m->len != expected->size)
+      if (r >= 0 && expected && (int64_t)m->len != expected->size)
         r = nsbox_error_set (err, EBADMSG, "%s: stored size %zu, descriptor says %lld", what,
-                             m->len, (long long) expected->size);
+                             m->len, (long long)expected->size);
       return r;
     }
 
@@ -287,13 +286,13 @@ manifest_fetch (struct registry *reg, const char *reference, const struct descri
       goto out;
     }
   /* Size first, then digest, over the bytes received. */
-  if (expected && (int64_t) m->len != expected->size)
+  if (expected && (int64_t)m->len != expected->size)
     r = nsbox_error_set (err, EBADMSG,
                          "%s: digest mismatch: received %zu bytes, the index says %lld", what,
-                         m->len, (long long) expected->size);
+                         m->len, (long long)expected->size);
   else if (by_digest && strcmp (m->digest, reference) != 0)
-    r = nsbox_error_set (err, EBADMSG, "%s: digest mismatch: received content hashes to %s",
-                         what, m->digest);
+    r = nsbox_error_set (err, EBADMSG, "%s: digest mismatch: received content hashes to %s", what,
+                         m->digest);
   else if (resp.docker_digest && strcmp (resp.docker_digest, m->digest) != 0)
     r = nsbox_error_set (err, EBADMSG,
                          "%s: digest mismatch: Docker-Content-Digest says %s, content hashes to %s",
@@ -332,14 +331,14 @@ blob_download (struct registry *reg, const struct descriptor *d, const char *wha
   uint64_t resume = 0;
   char step[160];
   snprintf (step, sizeof step, "%s %s", what, d->digest);
-  int r = nsbox_store_ingest_begin (reg->store, d->digest, d->size, &ingest, &already, &resume,
-                                    err);
+  int r
+      = nsbox_store_ingest_begin (reg->store, d->digest, d->size, &ingest, &already, &resume, err);
   if (r < 0)
     return nsbox_error_prefix (err, "%s", step);
   if (already)
     {
       if (counted)
-        reg->progress_done += (uint64_t) d->size;
+        reg->progress_done += (uint64_t)d->size;
       return 0;
     }
   cleanup_free char *url = NULL;
@@ -353,12 +352,13 @@ blob_download (struct registry *reg, const struct descriptor *d, const char *wha
   unsigned reconnects = 0;
   for (;;)
     {
-      if (nsbox_ingest_offset (ingest) == (uint64_t) d->size && d->size > 0)
+      if (nsbox_ingest_offset (ingest) == (uint64_t)d->size && d->size > 0)
         break;
       reg->blob_requests++;
       r = registry_request (reg, REGISTRY_GET, url, NULL, 0, &sink, &resp, step, err);
-      if (r == -EPIPE || (r == 0 && (resp.status == 200 || resp.status == 206)
-                          && nsbox_ingest_offset (ingest) < (uint64_t) d->size))
+      if (r == -EPIPE
+          || (r == 0 && (resp.status == 200 || resp.status == 206)
+              && nsbox_ingest_offset (ingest) < (uint64_t)d->size))
         {
           /* Cut mid-way: ask for the rest. */
           if (++reconnects > MAX_BLOB_RECONNECTS)
@@ -367,8 +367,8 @@ blob_download (struct registry *reg, const struct descriptor *d, const char *wha
                                    "%s: network failure: transfer cut %u times, giving up at "
                                    "byte %llu of %lld",
                                    step, MAX_BLOB_RECONNECTS,
-                                   (unsigned long long) nsbox_ingest_offset (ingest),
-                                   (long long) d->size);
+                                   (unsigned long long)nsbox_ingest_offset (ingest),
+                                   (long long)d->size);
               break;
             }
           continue;
@@ -390,7 +390,7 @@ blob_download (struct registry *reg, const struct descriptor *d, const char *wha
   if (r < 0)
     return nsbox_error_prefix (err, "%s", step);
   if (counted)
-    reg->progress_done += (uint64_t) d->size;
+    reg->progress_done += (uint64_t)d->size;
   reg->progress_current = 0;
   return 0;
 }
@@ -401,20 +401,20 @@ static int
 blob_fetch_small (struct registry *reg, const struct descriptor *d, const char *what, char **data,
                   size_t *len, struct nsbox_error **err)
 {
-  if (d->size > (int64_t) REGISTRY_MAX_JSON_BYTES)
+  if (d->size > (int64_t)REGISTRY_MAX_JSON_BYTES)
     return nsbox_error_set (err, EFBIG, "%s %s: %lld bytes is more than the %u allowed", what,
-                            d->digest, (long long) d->size, REGISTRY_MAX_JSON_BYTES);
+                            d->digest, (long long)d->size, REGISTRY_MAX_JSON_BYTES);
   int r = blob_download (reg, d, what, false, err);
   if (r < 0)
     return r;
   r = nsbox_store_read_blob (reg->store, d->digest, REGISTRY_MAX_JSON_BYTES, data, len, err);
   if (r < 0)
     return nsbox_error_prefix (err, "%s %s", what, d->digest);
-  if ((int64_t) *len != d->size)
+  if ((int64_t)*len != d->size)
     {
       free (*data);
       return nsbox_error_set (err, EBADMSG, "%s %s: stored size %zu, manifest says %lld", what,
-                              d->digest, *len, (long long) d->size);
+                              d->digest, *len, (long long)d->size);
     }
   return 0;
 }
@@ -451,9 +451,8 @@ config_check (struct registry *reg, const char *data, size_t len, size_t n_layer
     return nsbox_error_set (err, EBADMSG, "image config of '%s': rootfs.type is not 'layers'",
                             reg->ref_string);
   if (json_array_size (diff_ids) != n_layers)
-    return nsbox_error_set (err, EBADMSG,
-                            "image config of '%s': %zu diff_ids for %zu layers", reg->ref_string,
-                            json_array_size (diff_ids), n_layers);
+    return nsbox_error_set (err, EBADMSG, "image config of '%s': %zu diff_ids for %zu layers",
+                            reg->ref_string, json_array_size (diff_ids), n_layers);
   platform_from_config (config, got);
   if (!nsbox_platform_equal (got, want))
     {
@@ -494,9 +493,9 @@ pull_image_manifest (struct registry *reg, struct manifest *m, const struct nsbo
                              ds[i].digest, ds[i].media_type ? ds[i].media_type : "(none)");
       if (r >= 0 && ds[i].size > MAX_LAYER_BYTES)
         r = nsbox_error_set (err, EFBIG, "layer %s: %lld bytes is over the limit", ds[i].digest,
-                             (long long) ds[i].size);
+                             (long long)ds[i].size);
       if (r >= 0 && !nsbox_store_has_blob (reg->store, ds[i].digest))
-        reg->progress_total += (uint64_t) ds[i].size;
+        reg->progress_total += (uint64_t)ds[i].size;
     }
   cleanup_free char *config_data = NULL;
   size_t config_len = 0;
@@ -538,7 +537,10 @@ resolve_platform (struct registry *reg, struct manifest *m, const struct nsbox_p
       snprintf (digest, sizeof digest, "%s", d.digest);
       r = manifest_fetch (reg, digest, &d, false, &child, err);
       if (r < 0)
-        return r;
+        {
+          manifest_clear (&child);
+          return r;
+        }
       manifest_clear (m);
       *m = child;
     }

@@ -105,8 +105,8 @@ NSBOX_INTERNAL void registry_response_clear (struct registry_response *resp);
 /* An error for a non-success HTTP status: EACCES (401/403), ENOENT (404),
  * EAGAIN (429), EIO (other), quoting the registry's error document. */
 NSBOX_INTERNAL int registry_status_error (struct registry *reg,
-                                          const struct registry_response *resp,
-                                          const char *what, struct nsbox_error **err);
+                                          const struct registry_response *resp, const char *what,
+                                          struct nsbox_error **err);
 
 NSBOX_INTERNAL void registry_progress_draw (struct registry *reg, bool final);
 

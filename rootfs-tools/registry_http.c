@@ -44,7 +44,7 @@ host_without_port (const char *host)
   if (host[0] == '[')
     {
       const char *close = strchr (host, ']');
-      return close ? strndup (host + 1, (size_t) (close - host - 1)) : strdup (host);
+      return close ? strndup (host + 1, (size_t)(close - host - 1)) : strdup (host);
     }
   return strndup (host, strcspn (host, ":"));
 }
@@ -89,7 +89,7 @@ url_host (const char *url, bool *https)
   at = memchr (p, '@', len);
   if (at)
     {
-      len -= (size_t) (at + 1 - p);
+      len -= (size_t)(at + 1 - p);
       p = at + 1;
     }
   return strndup (p, len);
@@ -137,7 +137,7 @@ on_header (char *data, size_t size, size_t nmemb, void *userdata)
   const char *colon = memchr (data, ':', len);
   if (!colon)
     return len;
-  size_t name_len = (size_t) (colon - data);
+  size_t name_len = (size_t)(colon - data);
   const char *value = colon + 1;
   size_t value_len = len - name_len - 1;
 #define IS(name) (name_len == strlen (name) && strncasecmp (data, name, name_len) == 0)
@@ -172,8 +172,7 @@ on_header (char *data, size_t size, size_t nmemb, void *userdata)
   return len;
 }
 
-static int
-sink_fail (struct registry_blob_sink *sink, int code, const char *fmt, ...)
+static int sink_fail (struct registry_blob_sink *sink, int code, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
 static int
@@ -201,9 +200,10 @@ sink_start (struct exchange *x, long status)
   if (status == 200)
     {
       if (resp->content_length >= 0 && sink->size >= 0 && resp->content_length != sink->size)
-        return sink_fail (sink, EBADMSG, "size mismatch: the registry sends %lld bytes, the "
+        return sink_fail (sink, EBADMSG,
+                          "size mismatch: the registry sends %lld bytes, the "
                           "descriptor says %lld",
-                          (long long) resp->content_length, (long long) sink->size);
+                          (long long)resp->content_length, (long long)sink->size);
       if (have > 0)
         {
           /* The server ignored our Range: start over. */
@@ -225,11 +225,10 @@ sink_start (struct exchange *x, long status)
       || sscanf (resp->content_range, "bytes %llu-%llu/%llu%n", &first, &last, &total, &consumed)
              != 3
       || resp->content_range[consumed] != '\0' || first != have
-      || (sink->size >= 0 && (total != (unsigned long long) sink->size || last + 1 != total)))
-    return sink_fail (sink, EBADMSG,
-                      "bad Content-Range '%s' for a request from byte %llu of %lld",
+      || (sink->size >= 0 && (total != (unsigned long long)sink->size || last + 1 != total)))
+    return sink_fail (sink, EBADMSG, "bad Content-Range '%s' for a request from byte %llu of %lld",
                       resp->content_range ? resp->content_range : "(none)",
-                      (unsigned long long) have, (long long) sink->size);
+                      (unsigned long long)have, (long long)sink->size);
   return 0;
 }
 
@@ -248,10 +247,10 @@ on_body (char *data, size_t size, size_t nmemb, void *userdata)
       if (!sink->started && sink_start (x, status) < 0)
         return 0;
       uint64_t offset = nsbox_ingest_offset (sink->ingest);
-      if (sink->size >= 0 && offset + len > (uint64_t) sink->size)
+      if (sink->size >= 0 && offset + len > (uint64_t)sink->size)
         {
           sink_fail (sink, EBADMSG, "the registry sends more than the %lld bytes of the descriptor",
-                     (long long) sink->size);
+                     (long long)sink->size);
           return 0;
         }
       struct nsbox_error *e = NULL;
@@ -287,7 +286,7 @@ now_seconds (void)
 {
   struct timespec ts;
   clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 void
@@ -303,13 +302,13 @@ registry_progress_draw (struct registry *reg, bool final)
   if (done > reg->progress_total)
     done = reg->progress_total;
   int width = 30;
-  int filled = (int) ((double) done / (double) reg->progress_total * width);
+  int filled = (int)((double)done / (double)reg->progress_total * width);
   char bar[32];
   for (int i = 0; i < width; i++)
     bar[i] = i < filled ? '#' : '.';
   bar[width] = '\0';
-  fprintf (stderr, "\r%s [%s] %6.1f/%.1f MB%s", reg->ref_string, bar, (double) done / 1e6,
-           (double) reg->progress_total / 1e6, final ? "\n" : "");
+  fprintf (stderr, "\r%s [%s] %6.1f/%.1f MB%s", reg->ref_string, bar, (double)done / 1e6,
+           (double)reg->progress_total / 1e6, final ? "\n" : "");
   fflush (stderr);
 }
 
@@ -317,7 +316,7 @@ static int
 on_progress (void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
              curl_off_t ulnow)
 {
-  (void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
+  (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
   struct exchange *x = userdata;
   if (x->sink)
     registry_progress_draw (x->reg, false);
@@ -387,7 +386,7 @@ perform (struct registry *reg, enum registry_method method, const char *url,
     headers = tmp;
   if (range_from > 0)
     {
-      snprintf (range, sizeof range, "Range: bytes=%llu-", (unsigned long long) range_from);
+      snprintf (range, sizeof range, "Range: bytes=%llu-", (unsigned long long)range_from);
       if ((tmp = curl_slist_append (headers, range)))
         headers = tmp;
     }
@@ -447,8 +446,8 @@ describe_rate_limit (const struct registry_response *resp, char *buf, size_t siz
 }
 
 int
-registry_status_error (struct registry *reg, const struct registry_response *resp,
-                       const char *what, struct nsbox_error **err)
+registry_status_error (struct registry *reg, const struct registry_response *resp, const char *what,
+                       struct nsbox_error **err)
 {
   cleanup_free char *detail = describe_error_body (resp);
   char said[600] = "";
@@ -475,8 +474,8 @@ registry_status_error (struct registry *reg, const struct registry_response *res
                                 limits, said);
       }
     default:
-      return nsbox_error_set (err, EIO, "%s: the registry answered HTTP %ld%s", what,
-                              resp->status, said);
+      return nsbox_error_set (err, EIO, "%s: the registry answered HTTP %ld%s", what, resp->status,
+                              said);
     }
 }
 
@@ -600,7 +599,7 @@ fetch_token (struct registry *reg, const struct nsbox_challenge *ch, const char 
   if (!token || !*token)
     token = json_string_value (json_object_get (doc, "access_token"));
   json_t *expires = json_object_get (doc, "expires_in");
-  long expires_in = json_is_integer (expires) ? (long) json_integer_value (expires) : 60;
+  long expires_in = json_is_integer (expires) ? (long)json_integer_value (expires) : 60;
   if (expires_in < 60)
     expires_in = 60;
   if (!token || !*token)
@@ -642,7 +641,7 @@ handle_unauthorized (struct registry *reg, const struct registry_response *resp,
                      struct nsbox_error **err)
 {
   struct nsbox_challenge *challenges = NULL;
-  int n = nsbox_challenges_parse ((const char *const *) resp->www_authenticate,
+  int n = nsbox_challenges_parse ((const char *const *)resp->www_authenticate,
                                   resp->n_www_authenticate, &challenges, err);
   if (n < 0)
     return n;
@@ -687,7 +686,7 @@ handle_unauthorized (struct registry *reg, const struct registry_response *resp,
           r = reg->authorization ? 1 : nsbox_error_set (err, ENOMEM, "out of memory");
         }
     }
-  nsbox_challenges_free (challenges, (size_t) (n > 0 ? n : 0));
+  nsbox_challenges_free (challenges, (size_t)(n > 0 ? n : 0));
   return r;
 }
 
@@ -696,7 +695,7 @@ handle_unauthorized (struct registry *reg, const struct registry_response *resp,
 static void
 sleep_seconds (double s)
 {
-  struct timespec ts = { (time_t) s, (long) ((s - floor (s)) * 1e9) };
+  struct timespec ts = { (time_t)s, (long)((s - floor (s)) * 1e9) };
   while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
     ;
 }
@@ -710,7 +709,7 @@ retry_delay (const struct registry_response *resp, double fallback)
       char *end = NULL;
       long s = strtol (resp->retry_after, &end, 10);
       if (end && !*end && s >= 0)
-        return s > RATE_LIMIT_BACKOFF_MAX_S ? RATE_LIMIT_BACKOFF_MAX_S : (double) s;
+        return s > RATE_LIMIT_BACKOFF_MAX_S ? RATE_LIMIT_BACKOFF_MAX_S : (double)s;
       time_t when = curl_getdate (resp->retry_after, NULL);
       if (when > 0)
         {
@@ -723,10 +722,9 @@ retry_delay (const struct registry_response *resp, double fallback)
 
 /* Failures worth another try: the connection, not the request, went wrong. */
 static const CURLcode transient_curl_errors[] = {
-  CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT,
-  CURLE_PARTIAL_FILE,    CURLE_RECV_ERROR,           CURLE_SEND_ERROR,
-  CURLE_GOT_NOTHING,     CURLE_HTTP2,                CURLE_HTTP2_STREAM,
-  CURLE_SSL_CONNECT_ERROR,
+  CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT, CURLE_PARTIAL_FILE,
+  CURLE_RECV_ERROR,      CURLE_SEND_ERROR,           CURLE_GOT_NOTHING,        CURLE_HTTP2,
+  CURLE_HTTP2_STREAM,    CURLE_SSL_CONNECT_ERROR,
 };
 
 static bool
@@ -757,8 +755,8 @@ registry_request (struct registry *reg, enum registry_method method, const char 
     {
       bool refused = false;
       uint64_t from = sink ? nsbox_ingest_offset (sink->ingest) : range_from;
-      CURLcode rc = perform (reg, method, url, reg->authorization, accept, from, sink, resp,
-                             NULL, &refused);
+      CURLcode rc = perform (reg, method, url, reg->authorization, accept, from, sink, resp, NULL,
+                             &refused);
       if (refused)
         return nsbox_error_set (err, EPROTO,
                                 "%s: refusing plain HTTP to '%s' (only loopback or "
@@ -781,8 +779,8 @@ registry_request (struct registry *reg, enum registry_method method, const char 
               server_backoff *= 2;
               continue;
             }
-          return nsbox_error_set (err, ENETUNREACH, "%s: network failure talking to '%s': %s",
-                                  what, reg->host, curl_easy_strerror (rc));
+          return nsbox_error_set (err, ENETUNREACH, "%s: network failure talking to '%s': %s", what,
+                                  reg->host, curl_easy_strerror (rc));
         }
       if (resp->status == 401 && auth_rounds < MAX_AUTH_ROUNDS)
         {

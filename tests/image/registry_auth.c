@@ -49,8 +49,8 @@ token_query (const char *log, int nth, const char *key)
     if (i++ == nth)
       {
         json_t *j = json_loads (line, 0, NULL);
-        const char *v
-            = json_string_value (json_array_get (json_object_get (json_object_get (j, "query"), key), 0));
+        const char *v = json_string_value (
+            json_array_get (json_object_get (json_object_get (j, "query"), key), 0));
         snprintf (value, sizeof value, "%s", v ? v : "");
         json_decref (j);
       }
@@ -64,7 +64,7 @@ start_silly (struct server *reg, struct server *tokens, const char *field)
 {
   const char *args[] = { "--mode", "silly", "--field", field, NULL };
   token_server_start (tokens, args);
-  char yaml[512];
+  char yaml[8192];
   snprintf (yaml, sizeof yaml,
             "auth:\n  silly:\n    realm: http://127.0.0.1:%u/token\n    service: test\n",
             tokens->port);
@@ -112,13 +112,18 @@ Test (registry_auth, token_field_named_token_is_accepted, .timeout = 60)
 static void
 make_issuer_cert (const char **key, const char **cert)
 {
-  *key = strdup (test_path ("issuer.key"));
-  *cert = strdup (test_path ("issuer.pem"));
-  const char *genkey[] = { "openssl", "genpkey", "-quiet", "-algorithm", "RSA", "-pkeyopt",
-                           "rsa_keygen_bits:2048", "-out", *key, NULL };
+  static char key_path[4096], cert_path[4096];
+  snprintf (key_path, sizeof key_path, "%s", test_path ("issuer.key"));
+  snprintf (cert_path, sizeof cert_path, "%s", test_path ("issuer.pem"));
+  *key = key_path;
+  *cert = cert_path;
+  const char *genkey[]
+      = { "openssl", "genpkey", "-quiet", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+          "-out",    *key,      NULL };
   cr_assert_eq (run_command (genkey), 0, "openssl genpkey failed");
-  const char *req[] = { "openssl", "req", "-new", "-x509", "-key", *key, "-out", *cert, "-days",
-                        "2", "-subj", "/CN=nsbox-test-issuer", NULL };
+  const char *req[] = { "openssl", "req", "-new",  "-x509", "-key",  *key,
+                        "-out",    *cert, "-days", "2",     "-subj", "/CN=nsbox-test-issuer",
+                        NULL };
   cr_assert_eq (run_command (req), 0, "openssl req failed");
 }
 
@@ -127,10 +132,11 @@ start_jwt (struct server *reg, struct server *tokens, const char *audience)
 {
   const char *key, *cert;
   make_issuer_cert (&key, &cert);
-  const char *args[] = { "--mode", "jwt", "--key", key, "--cert", cert, "--issuer",
-                         "nsbox-test-issuer", "--audience", audience, NULL };
+  const char *args[]
+      = { "--mode",     "jwt",    "--key", key, "--cert", cert, "--issuer", "nsbox-test-issuer",
+          "--audience", audience, NULL };
   token_server_start (tokens, args);
-  char yaml[1024];
+  char yaml[8192];
   snprintf (yaml, sizeof yaml,
             "auth:\n  token:\n    realm: http://127.0.0.1:%u/token\n    service: nsbox-test\n"
             "    issuer: nsbox-test-issuer\n    rootcertbundle: %s\n",
@@ -172,11 +178,12 @@ start_htpasswd (struct server *reg)
   char code[1024];
   snprintf (code, sizeof code,
             "import crypt, warnings; warnings.simplefilter('ignore');"
-            "open('%s','w').write('user:' + crypt.crypt('secret pw', crypt.mksalt(crypt.METHOD_BLOWFISH)) + '\\n')",
+            "open('%s','w').write('user:' + crypt.crypt('secret pw', "
+            "crypt.mksalt(crypt.METHOD_BLOWFISH)) + '\\n')",
             path);
   const char *argv[] = { "/usr/bin/python3", "-W", "ignore", "-c", code, NULL };
   cr_assert_eq (run_command (argv), 0, "write the htpasswd file");
-  char yaml[1024];
+  char yaml[8192];
   snprintf (yaml, sizeof yaml, "auth:\n  htpasswd:\n    realm: nsbox-test\n    path: %s\n", path);
   registry_start (reg, fixture_storage_copy (), yaml);
 }
@@ -266,7 +273,7 @@ Test (registry_auth, redirected_blobs_are_fetched_without_authorization, .timeou
   blob_server_start (&blobs, storage);
   const char *args[] = { "--mode", "silly", NULL };
   token_server_start (&tokens, args);
-  char yaml[1024];
+  char yaml[8192];
   snprintf (yaml, sizeof yaml,
             "auth:\n  silly:\n    realm: http://127.0.0.1:%u/token\n    service: test\n"
             "middleware:\n  storage:\n    - name: redirect\n      options:\n"

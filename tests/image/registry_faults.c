@@ -89,8 +89,7 @@ ParameterizedTest (struct tamper_case *c, registry_faults,
   assert_blobs_verified (store);
   char ingest[4096];
   snprintf (ingest, sizeof ingest, "%s/ingest", nsbox_store_root (store));
-  cr_assert_eq (count_entries (ingest), 0, "%s: a rejected download was kept in ingest/",
-                c->mode);
+  cr_assert_eq (count_entries (ingest), 0, "%s: a rejected download was kept in ingest/", c->mode);
   nsbox_error_free (e);
   free (ref);
 }
@@ -170,7 +169,7 @@ seconds_since (const struct timespec *start)
 {
   struct timespec now;
   clock_gettime (CLOCK_MONOTONIC, &now);
-  return (double) (now.tv_sec - start->tv_sec) + (double) (now.tv_nsec - start->tv_nsec) / 1e9;
+  return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
 }
 
 Test (registry_faults, rate_limit_is_retried_after_retry_after, .timeout = 60)
@@ -201,12 +200,11 @@ Test (registry_faults, persistent_rate_limit_reports_the_limits, .timeout = 60)
   cr_assert_not_null (e);
   const char *m = nsbox_error_message (e);
   cr_assert_eq (nsbox_error_errno (e), EAGAIN, "%s", m);
-  cr_assert (strstr (m, ref) && strstr (m, "rate limited")
-                 && strstr (m, "ratelimit-limit: 100;w=21600")
-                 && strstr (m, "ratelimit-remaining: 0;w=21600")
-                 && strstr (m, "docker-ratelimit-source: 127.0.0.1")
-                 && strstr (m, "TOOMANYREQUESTS"),
-             "message: %s", m);
+  cr_assert (
+      strstr (m, ref) && strstr (m, "rate limited") && strstr (m, "ratelimit-limit: 100;w=21600")
+          && strstr (m, "ratelimit-remaining: 0;w=21600")
+          && strstr (m, "docker-ratelimit-source: 127.0.0.1") && strstr (m, "TOOMANYREQUESTS"),
+      "message: %s", m);
   int tries = log_count (proxy.log, NULL, "/manifests/");
   cr_assert_eq (tries, 5, "%d tries, want 5", tries);
   nsbox_error_free (e);

@@ -112,8 +112,7 @@ assert_platform (const char *text, const char *want)
 {
   struct nsbox_platform p;
   struct nsbox_error *e = NULL;
-  cr_assert (nsbox_platform_parse (text, &p, &e) == 0, "'%s': %s", text,
-             nsbox_error_message (e));
+  cr_assert (nsbox_platform_parse (text, &p, &e) == 0, "'%s': %s", text, nsbox_error_message (e));
   char buf[96];
   nsbox_platform_format (&p, buf, sizeof buf);
   cr_assert_str_eq (buf, want, "'%s' normalised to '%s', want '%s'", text, buf, want);
@@ -222,7 +221,7 @@ Test (auth, bearer_challenges_give_realm_service_scope_and_error, .timeout = 10)
   cr_assert_str_eq (c[0].service, "registry.docker.io");
   cr_assert_str_eq (c[0].scope, "repository:library/python:pull,push");
   cr_assert_str_eq (c[0].error, "insufficient_scope");
-  nsbox_challenges_free (c, (size_t) n);
+  nsbox_challenges_free (c, (size_t)n);
 }
 
 Test (auth, several_challenges_and_escapes_in_one_header_are_split, .timeout = 10)
@@ -238,13 +237,13 @@ Test (auth, several_challenges_and_escapes_in_one_header_are_split, .timeout = 1
   cr_assert_str_eq (c[1].scheme, "bearer");
   cr_assert_str_eq (c[1].realm, "http://127.0.0.1:1/t");
   cr_assert_str_eq (c[1].service, "svc");
-  nsbox_challenges_free (c, (size_t) n);
+  nsbox_challenges_free (c, (size_t)n);
 }
 
 Test (auth, credential_keys_fold_docker_hub_spellings, .timeout = 10)
 {
-  const char *hub[] = { "https://index.docker.io/v1/", "docker.io", "registry-1.docker.io",
-                        "index.docker.io" };
+  const char *hub[]
+      = { "https://index.docker.io/v1/", "docker.io", "registry-1.docker.io", "index.docker.io" };
   for (size_t i = 0; i < 4; i++)
     {
       char *k = nsbox_credentials_key (hub[i]);

@@ -47,7 +47,8 @@ config_architecture (struct nsbox_store *store, const char *manifest_digest)
   cr_assert (nsbox_store_read_blob (store, manifest_digest, 1 << 20, &data, &len, NULL) >= 0);
   json_t *m = json_loadb (data, len, 0, NULL);
   free (data);
-  const char *config = json_string_value (json_object_get (json_object_get (m, "config"), "digest"));
+  const char *config
+      = json_string_value (json_object_get (json_object_get (m, "config"), "digest"));
   cr_assert (config && nsbox_store_has_blob (store, config), "config of %s not stored",
              manifest_digest);
   cr_assert (nsbox_store_read_blob (store, config, 1 << 20, &data, &len, NULL) >= 0);
@@ -286,8 +287,8 @@ big_layer_digest (struct nsbox_store *store, const char *manifest_digest)
   json_t *m = json_loadb (data, len, 0, NULL);
   free (data);
   snprintf (digest, sizeof digest, "%s",
-            json_string_value (json_object_get (json_array_get (json_object_get (m, "layers"), 0),
-                                                "digest")));
+            json_string_value (
+                json_object_get (json_array_get (json_object_get (m, "layers"), 0), "digest")));
   json_decref (m);
   return digest;
 }
@@ -341,8 +342,8 @@ partial_size (const char *root)
   char path[4096];
   snprintf (path, sizeof path, "%s/ingest", root);
   char cmd[4200];
-  snprintf (cmd, sizeof cmd, "find '%s' -name '*.partial' -printf '%%s\\n' 2>/dev/null | sort -n | tail -1",
-            path);
+  snprintf (cmd, sizeof cmd,
+            "find '%s' -name '*.partial' -printf '%%s\\n' 2>/dev/null | sort -n | tail -1", path);
   FILE *p = popen (cmd, "re");
   long long n = 0;
   if (p)
@@ -351,7 +352,7 @@ partial_size (const char *root)
         n = 0;
       pclose (p);
     }
-  return (off_t) n;
+  return (off_t)n;
 }
 
 Test (registry_pull, killed_pull_resumes_with_a_range_request, .timeout = 90)
@@ -409,8 +410,8 @@ Test (registry_pull, killed_pull_resumes_with_a_range_request, .timeout = 90)
       }
   if (f)
     fclose (f);
-  cr_assert_eq (ranged, 1, "the resumed pull did not ask for a Range (ranged %d, full %d)",
-                ranged, full);
+  cr_assert_eq (ranged, 1, "the resumed pull did not ask for a Range (ranged %d, full %d)", ranged,
+                full);
   cr_assert_eq (full, 0);
   assert_blobs_verified (store);
   free (digest);

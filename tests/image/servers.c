@@ -90,8 +90,8 @@ free_port (void)
   int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
   socklen_t len = sizeof a;
-  cr_assert (fd >= 0 && bind (fd, (struct sockaddr *) &a, sizeof a) == 0
-             && getsockname (fd, (struct sockaddr *) &a, &len) == 0);
+  cr_assert (fd >= 0 && bind (fd, (struct sockaddr *)&a, sizeof a) == 0
+             && getsockname (fd, (struct sockaddr *)&a, &len) == 0);
   close (fd);
   return ntohs (a.sin_port);
 }
@@ -100,9 +100,10 @@ static bool
 port_accepts (uint16_t port)
 {
   int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons (port),
+  struct sockaddr_in a = { .sin_family = AF_INET,
+                           .sin_port = htons (port),
                            .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
-  bool ok = fd >= 0 && connect (fd, (struct sockaddr *) &a, sizeof a) == 0;
+  bool ok = fd >= 0 && connect (fd, (struct sockaddr *)&a, sizeof a) == 0;
   if (fd >= 0)
     close (fd);
   return ok;
@@ -136,7 +137,7 @@ spawn (const char *const *argv, const char *output)
       int devnull = open ("/dev/null", O_RDONLY);
       if (devnull >= 0)
         dup2 (devnull, 0);
-      execvp (argv[0], (char *const *) argv);
+      execvp (argv[0], (char *const *)argv);
       _exit (127);
     }
   return pid;
@@ -226,9 +227,14 @@ proxy_start (struct server *s, uint16_t upstream_port, const char *mode, int cou
   snprintf (count_s, sizeof count_s, "%d", count);
   snprintf (rate_s, sizeof rate_s, "%d", rate);
   snprintf (s->log, sizeof s->log, "%s/proxy-%u.log", test_dir (), s->port);
-  const char *argv[] = { python (), script ("fault_proxy.py"), "--port", port, "--upstream",
-                         upstream, "--log", s->log, "--mode", mode, "--count", count_s, "--rate",
-                         rate_s, NULL };
+  const char *argv[] = { python (),    script ("fault_proxy.py"),
+                         "--port",     port,
+                         "--upstream", upstream,
+                         "--log",      s->log,
+                         "--mode",     mode,
+                         "--count",    count_s,
+                         "--rate",     rate_s,
+                         NULL };
   server_run (s, argv, test_path ("proxy.out"));
 }
 
@@ -240,8 +246,9 @@ blob_server_start (struct server *s, const char *dir)
   s->port = free_port ();
   snprintf (port, sizeof port, "%u", s->port);
   snprintf (s->log, sizeof s->log, "%s/blobs-%u.log", test_dir (), s->port);
-  const char *argv[] = { python (), script ("blob_server.py"), "--port", port, "--dir", dir,
-                         "--log", s->log, NULL };
+  const char *argv[] = {
+    python (), script ("blob_server.py"), "--port", port, "--dir", dir, "--log", s->log, NULL
+  };
   server_run (s, argv, test_path ("blob-server.out"));
 }
 
@@ -298,7 +305,7 @@ run_command (const char *const *argv)
   if (pid == 0)
     {
       dup2 (2, 1);
-      execvp (argv[0], (char *const *) argv);
+      execvp (argv[0], (char *const *)argv);
       _exit (127);
     }
   int status;
@@ -434,8 +441,8 @@ assert_blobs_verified (struct nsbox_store *store)
       char hex[65];
       for (int i = 0; i < 32; i++)
         snprintf (hex + 2 * i, 3, "%02x", md[i]);
-      cr_assert_str_eq (hex, de->d_name, "blobs/sha256/%s holds content hashing to %s",
-                        de->d_name, hex);
+      cr_assert_str_eq (hex, de->d_name, "blobs/sha256/%s holds content hashing to %s", de->d_name,
+                        hex);
       n++;
     }
   closedir (d);
