@@ -690,6 +690,23 @@ handle_unauthorized (struct registry *reg, const struct registry_response *resp,
   return r;
 }
 
+/* A 401 without a challenge: GET /v2/ has the one that applies. */
+static int
+handle_unauthorized_by_ping (struct registry *reg, bool *tried_fresh, struct nsbox_error **err)
+{
+  cleanup_free char *url = NULL;
+  struct registry_response ping = { .body_max = REGISTRY_MAX_SMALL_BYTES, .content_length = -1 };
+  bool refused = false;
+  if (asprintf (&url, "%s/v2/", reg->base_url) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  CURLcode rc = perform (reg, REGISTRY_GET, url, NULL, NULL, 0, NULL, &ping, NULL, &refused);
+  int r = 0;
+  if (rc == CURLE_OK && ping.status == 401 && ping.n_www_authenticate > 0)
+    r = handle_unauthorized (reg, &ping, tried_fresh, err);
+  registry_response_clear (&ping);
+  return r;
+}
+
 /* ---- retries ---- */
 
 static void
@@ -785,7 +802,9 @@ registry_request (struct registry *reg, enum registry_method method, const char 
       if (resp->status == 401 && auth_rounds < MAX_AUTH_ROUNDS)
         {
           auth_rounds++;
-          int r = handle_unauthorized (reg, resp, &tried_fresh, err);
+          int r = resp->n_www_authenticate > 0
+                      ? handle_unauthorized (reg, resp, &tried_fresh, err)
+                      : handle_unauthorized_by_ping (reg, &tried_fresh, err);
           if (r < 0)
             return nsbox_error_prefix (err, "%s: authenticate to '%s'", what, reg->host);
           if (r > 0)

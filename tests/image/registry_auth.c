@@ -289,3 +289,68 @@ Test (registry_auth, redirected_blobs_are_fetched_without_authorization, .timeou
              "the registry's Authorization header reached the blob server");
   free (ref);
 }
+
+/* The nth logged request's field `section` ("query" or "form") `key`. */
+static const char *
+token_field (const char *log, int nth, const char *section, const char *key)
+{
+  static char value[512];
+  FILE *f = fopen (log, "re");
+  char line[16384];
+  int i = 0;
+  value[0] = '\0';
+  while (f && fgets (line, sizeof line, f))
+    if (i++ == nth)
+      {
+        json_t *j = json_loads (line, 0, NULL);
+        json_t *v = json_object_get (j, section);
+        const char *s = json_is_object (v)
+                            ? json_string_value (json_array_get (json_object_get (v, key), 0))
+                            : json_string_value (json_object_get (j, key));
+        snprintf (value, sizeof value, "%s", s ? s : "");
+        json_decref (j);
+      }
+  if (f)
+    fclose (f);
+  return value;
+}
+
+Test (registry_auth, credentials_reach_the_token_realm_as_basic_auth_with_account, .timeout = 60)
+{
+  struct server reg, tokens;
+  const char *args[] = { "--mode", "silly", "--user", "user", "--password", "secret pw", NULL };
+  token_server_start (&tokens, args);
+  char yaml[8192];
+  snprintf (yaml, sizeof yaml,
+            "auth:\n  silly:\n    realm: http://127.0.0.1:%u/token\n    service: test\n",
+            tokens.port);
+  registry_start (&reg, fixture_storage_copy (), yaml);
+  char json[512];
+  snprintf (json, sizeof json, "{\"auths\":{\"127.0.0.1:%u\":{\"auth\":\"dXNlcjpzZWNyZXQgcHc=\"}}}",
+            reg.port);
+  docker_config (json);
+  char *ref = ref_at (reg.port, "test/img:t");
+  pull_ok (ref);
+  cr_assert_str_eq (token_field (tokens.log, 0, "query", "account"), "user");
+  cr_assert_str_eq (token_field (tokens.log, 0, NULL, "authorization"),
+                    "Basic dXNlcjpzZWNyZXQgcHc=");
+  free (ref);
+}
+
+Test (registry_auth, identity_token_is_exchanged_by_refresh_token_grant, .timeout = 60)
+{
+  struct server reg, tokens;
+  start_silly (&reg, &tokens, "access_token");
+  char json[512];
+  snprintf (json, sizeof json, "{\"auths\":{\"127.0.0.1:%u\":{\"identitytoken\":\"refresh-123\"}}}",
+            reg.port);
+  docker_config (json);
+  char *ref = ref_at (reg.port, "test/img:t");
+  pull_ok (ref);
+  cr_assert_eq (log_count (tokens.log, "POST", "/token"), 1);
+  cr_assert_str_eq (token_field (tokens.log, 0, "form", "grant_type"), "refresh_token");
+  cr_assert_str_eq (token_field (tokens.log, 0, "form", "refresh_token"), "refresh-123");
+  cr_assert_str_eq (token_field (tokens.log, 0, "form", "scope"), "repository:test/img:pull");
+  cr_assert_str_eq (token_field (tokens.log, 0, "form", "service"), "test");
+  free (ref);
+}

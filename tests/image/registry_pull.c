@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <pty.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -417,4 +419,69 @@ Test (registry_pull, killed_pull_resumes_with_a_range_request, .timeout = 90)
   free (digest);
   free (ref);
   free (slow_ref);
+}
+
+Test (registry_pull, progress_bar_is_drawn_on_a_terminal, .timeout = 60)
+{
+  struct server reg;
+  registry_start (&reg, fixture_storage_copy (), NULL);
+  char *ref = ref_at (reg.port, "test/big:t");
+  const char *root = test_path ("store");
+  int master = -1;
+  pid_t pid = forkpty (&master, NULL, NULL, NULL);
+  cr_assert (pid >= 0, "forkpty: %s", strerror (errno));
+  if (pid == 0)
+    {
+      struct nsbox_store *s = NULL;
+      struct nsbox_pull_options o = { .progress = true };
+      if (nsbox_store_open (root, &s, NULL) < 0)
+        _exit (2);
+      _exit (nsbox_image_pull (s, ref, &o, NULL, NULL) < 0 ? 1 : 0);
+    }
+  char out[65536];
+  size_t len = 0;
+  for (;;)
+    {
+      ssize_t n = read (master, out + len, sizeof out - 1 - len);
+      if (n <= 0)
+        break;
+      len += (size_t)n;
+    }
+  out[len] = '\0';
+  int status;
+  waitpid (pid, &status, 0);
+  close (master);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "pull failed: %s", out);
+  cr_assert (strstr (out, ref) && strstr (out, "MB") && strstr (out, "[#####"),
+             "no progress bar in: %s", out);
+  free (ref);
+}
+
+Test (registry_pull, no_progress_bar_without_a_terminal, .timeout = 60)
+{
+  struct server reg;
+  registry_start (&reg, fixture_storage_copy (), NULL);
+  char *ref = ref_at (reg.port, "test/img:t");
+  int pipefd[2];
+  cr_assert (pipe (pipefd) == 0);
+  pid_t pid = fork ();
+  cr_assert (pid >= 0);
+  if (pid == 0)
+    {
+      dup2 (pipefd[1], 2);
+      struct nsbox_store *s = NULL;
+      struct nsbox_pull_options o = { .progress = true };
+      if (nsbox_store_open (test_path ("store"), &s, NULL) < 0)
+        _exit (2);
+      _exit (nsbox_image_pull (s, ref, &o, NULL, NULL) < 0 ? 1 : 0);
+    }
+  close (pipefd[1]);
+  char out[4096];
+  ssize_t n = read (pipefd[0], out, sizeof out - 1);
+  int status;
+  waitpid (pid, &status, 0);
+  close (pipefd[0]);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  cr_assert_leq (n, 0, "the library wrote to a non-terminal stderr: %.*s", (int)n, out);
+  free (ref);
 }
