@@ -236,7 +236,7 @@ import_and_unpack (struct fx *fx, struct cmd_out *out)
 char *
 tree_hash (const char *path)
 {
-  struct fx fx = { .dir = (char *) "/" };
+  struct fx fx = { .dir = (char *) "/", .store = (char *) "", .victim = (char *) "" };
   char *q = NULL;
   cr_assert (asprintf (&q, "/usr/bin/python3 - '%s' <<'PY'\n"
                            "import hashlib, os, stat, sys\n"
