@@ -171,6 +171,22 @@ else
 	fi
 fi
 
+# rootfs-tools: $NSBOX_BUILD/tests/image (store, layers, offline inputs,
+# registry client) when it was built, with NSBOX_IMAGE_BIN set. It drives
+# umoci, skopeo and docker-registry; without them the pass is skipped.
+image_tests="$build/tests/image"
+if [ -x "$image_tests" ]; then
+	image_missing=""
+	for tool in umoci skopeo docker-registry; do
+		command -v "$tool" >/dev/null 2>&1 || image_missing="$image_missing $tool"
+	done
+	if [ -n "$image_missing" ]; then
+		skip_pass "image" "missing:$image_missing (apt-get install$image_missing)"
+	else
+		run_pass "image" NSBOX_IMAGE_BIN="$build/nsbox-image" -- "$image_tests"
+	fi
+fi
+
 printf '\n==== summary (%s) ====\n' "$build_arg"
 printf '%s\n' "${summary[@]}"
 printf 'tests: %d passed, %d failed\n' "$total_passed" "$total_failed"
