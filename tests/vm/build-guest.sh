@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Build (once) the check-vm guest from Debian packages only, and print its
+# directory on stdout:
+#   vmlinuz     linux-image-cloud-amd64's kernel (apt-get download, dpkg-deb -x)
+#   initrd.img  busybox-static + the virtio modules, in `modprobe
+#               --show-depends` order; its /init mounts the disks and
+#               switch_root's into the base image (see INITRAMFS_INIT)
+#   base.img    ext4 (mkfs.ext4 -d) of the Python fixture rootfs
+#               (tests/fixtures/rootfs.sh) plus the test user and the
+#               mount point /opt/nsbox for the per-run payload disk
+#
+# Cached in ${NSBOX_VM_CACHE:-/var/cache/nsbox-vm}/guest-<key>, the key being
+# this script (the recipe), the kernel package it resolves to and the fixture
+# rootfs's own key. A guest appears only when complete (built beside it, then
+# renamed); a lock keeps concurrent builds apart. Guests unused for two weeks
+# are removed. Needs root (the image keeps the rootfs's ownership), dpkg-deb,
+# depmod/modprobe (kmod), busybox-static, e2fsprogs and apt.
+set -euo pipefail
+
+KERNEL_PACKAGE=linux-image-cloud-amd64
+MODULES=(virtio_pci virtio_blk) # ext4, jbd2 and crc32c are built in
+TEST_USER=nsbox-test
+TEST_UID=990
+
+log() { printf 'build-guest: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (the image keeps the rootfs's owners)"
+for tool in dpkg-deb depmod modprobe mkfs.ext4 apt-get apt-cache; do
+	command -v "$tool" >/dev/null 2>&1 || die "$tool not found (make deps)"
+done
+busybox=/bin/busybox
+[ -x "$busybox" ] && ! readelf -d "$busybox" 2>/dev/null | grep -q NEEDED ||
+	die "$busybox missing or not static (apt-get install busybox-static)"
+
+self="$(readlink -f "${BASH_SOURCE[0]}")"
+here="$(dirname "$self")"
+rootfs="$("$here/../fixtures/rootfs.sh")" || die "no fixture rootfs (tests/fixtures/rootfs.sh)"
+
+# The metapackage names the versioned image package (the kernel ABI).
+kpkg="$(apt-cache depends "$KERNEL_PACKAGE" 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')"
+[ -n "$kpkg" ] || die "cannot resolve $KERNEL_PACKAGE (apt-get update?)"
+kver="${kpkg#linux-image-}"
+kdeb_version="$(apt-cache policy "$kpkg" | awk '/Candidate:/ { print $2; exit }')"
+
+key="$(
+	{
+		cat "$self"
+		printf '%s\n' "$kpkg" "$kdeb_version" "$rootfs" "$(sha256sum "$busybox")"
+	} | sha256sum | cut -c1-16
+)"
+cache="${NSBOX_VM_CACHE:-/var/cache/nsbox-vm}"
+mkdir -p "$cache"
+target="$cache/guest-$key"
+if [ -f "$target/base.img" ]; then
+	touch "$target"
+	printf '%s\n' "$target"
+	exit 0
+fi
+exec 9>"$cache/.lock-guest-$key"
+flock 9
+if [ -f "$target/base.img" ]; then
+	printf '%s\n' "$target"
+	exit 0
+fi
+find "$cache" -mindepth 1 -maxdepth 1 -type d -name 'guest-*' ! -name "guest-$key" -mtime +14 \
+	-exec rm -rf {} + 2>/dev/null || true
+
+start=$SECONDS
+tmp="$(mktemp -d "$cache/.tmp-guest-$key.XXXXXX")"
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() { rm -rf --one-file-system "$tmp"; }
+trap cleanup EXIT
+out="$tmp/guest"
+mkdir "$out"
+
+log "kernel: $kpkg $kdeb_version"
+(cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download "$kpkg" >&2)
+mkdir "$tmp/kernel"
+dpkg-deb -x "$tmp"/"$kpkg"_*.deb "$tmp/kernel"
+cp "$tmp/kernel/boot/vmlinuz-$kver" "$out/vmlinuz"
+grep -q '^CONFIG_CGROUPS=y' "$tmp/kernel/boot/config-$kver" || die "$kpkg has no cgroups"
+# The package ships no modules.dep (its postinst makes it).
+depmod -b "$tmp/kernel" "$kver"
+
+# The initramfs: busybox, the modules in load order, /init.
+ird="$tmp/initramfs"
+mkdir -p "$ird/bin" "$ird/dev" "$ird/proc" "$ird/sys" "$ird/newroot" "$ird/modules"
+cp "$busybox" "$ird/bin/busybox"
+for applet in sh mount umount mkdir insmod switch_root sleep echo cat poweroff; do
+	ln -s busybox "$ird/bin/$applet"
+done
+: >"$ird/modules/order"
+for module in "${MODULES[@]}"; do
+	modprobe -d "$tmp/kernel" -S "$kver" --show-depends "$module" |
+		awk '$1 == "insmod" { print $2 }' |
+		while IFS= read -r ko; do
+			name="$(basename "$ko")"
+			grep -qxF "$name" "$ird/modules/order" && continue
+			cp "$ko" "$ird/modules/$name"
+			printf '%s\n' "$name" >>"$ird/modules/order"
+		done
+done
+log "initramfs modules: $(tr '\n' ' ' <"$ird/modules/order")"
+
+# /dev/vda: this base image; /dev/vdb: the per-run payload (tests/vm/run-vm.sh)
+# with the second-stage init, guest-init.sh.
+cat >"$ird/init" <<'INITRAMFS_INIT'
+#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+while read -r ko; do
+	insmod "/modules/$ko" || echo "initramfs: insmod $ko failed"
+done </modules/order
+i=0
+while [ ! -b /dev/vdb ] && [ "$i" -lt 100 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+mount -t ext4 /dev/vda /newroot && mount -t ext4 -o ro /dev/vdb /newroot/opt/nsbox || {
+	echo "initramfs: cannot mount the guest disks"
+	echo 1 >/proc/sys/kernel/sysrq
+	poweroff -f
+}
+umount /proc /sys
+mount --move /dev /newroot/dev
+# switch_root, not chroot: in a chroot the root is not the mount namespace's
+# root, and the kernel refuses unprivileged user namespaces (EPERM).
+exec switch_root /newroot /opt/nsbox/guest-init.sh
+INITRAMFS_INIT
+chmod 755 "$ird/init"
+(cd "$ird" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1) >"$out/initrd.img"
+
+# The base image: the fixture rootfs, the test user, /opt/nsbox.
+root="$tmp/root"
+cp -a "$rootfs" "$root"
+mkdir -p "$root/opt/nsbox" "$root/var/lib/$TEST_USER"
+chown "$TEST_UID:$TEST_UID" "$root/var/lib/$TEST_USER"
+printf '%s:x:%d:%d:nsbox tests:/var/lib/%s:/usr/sbin/nologin\n' \
+	"$TEST_USER" "$TEST_UID" "$TEST_UID" "$TEST_USER" >>"$root/etc/passwd"
+printf '%s:x:%d:\n' "$TEST_USER" "$TEST_UID" >>"$root/etc/group"
+size_mb=$(($(du -sm "$root" | cut -f1) * 5 / 4 + 64))
+mkfs.ext4 -q -F -L nsbox-guest -d "$root" "$out/base.img" "${size_mb}M" >&2
+rm -rf --one-file-system "$root"
+
+mv -T "$out" "$target"
+log "ready: $target ($(du -sh "$target" | cut -f1), $((SECONDS - start))s)"
+printf '%s\n' "$target"
