@@ -40,6 +40,11 @@ if [ -e "$nsbox" ]; then
 	nsbox="$(cd "$(dirname "$nsbox")" && pwd -P)/$(basename "$nsbox")"
 fi
 
+# Unpack time of one image, nsbox-image against umoci (tests/bench/unpack.sh).
+NSBOX_BUILD="$build" NSBOX_TEST_ROOTFS="$rootfs" "$here/unpack.sh" ||
+	echo "bench: the unpack benchmark failed (tests/bench/unpack.sh)"
+echo
+
 exec python3 - "$nsbox" "$rootfs" "$n" "$tools" <<'PY'
 import math
 import os
