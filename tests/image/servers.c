@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +47,18 @@ script (const char *name)
   const char *src = getenv ("NSBOX_SOURCE_DIR");
   char *p = paths[next++ % 4];
   snprintf (p, sizeof paths[0], "%s/tests/image/%s", src ? src : ".", name);
+  if (!src && access (p, R_OK) != 0)
+    {
+      /* Not run from the source tree: BUILD/tests/image sits two levels
+       * below it in the usual layout. */
+      char exe[4096];
+      ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
+      if (n > 0)
+        {
+          exe[n] = '\0';
+          snprintf (p, sizeof paths[0], "%s/../../tests/image/%s", dirname (exe), name);
+        }
+    }
   cr_assert (access (p, R_OK) == 0,
              "'%s' not found: run the tests from the source tree or set NSBOX_SOURCE_DIR", p);
   return p;
