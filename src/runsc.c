@@ -578,9 +578,14 @@ job_release (struct runsc_job *job)
 static int
 make_workdir (struct runsc_job *job, struct nsbox_error **err)
 {
+  /* TMPDIR, else tmpfs: on a disk file system creating and removing the
+   * bundle and runsc's state costs about 8 ms a run. */
   const char *base = getenv ("TMPDIR");
+  struct stat st;
   if (!base || base[0] != '/')
-    base = "/tmp";
+    base = stat ("/dev/shm", &st) == 0 && S_ISDIR (st.st_mode) && access ("/dev/shm", W_OK | X_OK) == 0
+               ? "/dev/shm"
+               : "/tmp";
   /* The launcher's pid in the name: observers (and the tests) can tell
    * whose gVisor processes they see. */
   if (asprintf (&job->workdir, "%s/nsbox-runsc-%d-XXXXXX", base, (int) getpid ()) < 0)

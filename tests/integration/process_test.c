@@ -227,12 +227,16 @@ Test (process, no_runsc_process_survives_a_timeout, .timeout = 60)
   RUN_ASSERT (&out, left == 0, "%d runsc process(es) outlived the run: %s", left, desc);
   char prefix[64];
   snprintf (prefix, sizeof prefix, "nsbox-runsc-%d-", (int)job.pid);
-  DIR *tmp = opendir ("/tmp");
-  struct dirent *d;
-  while (tmp && (d = readdir (tmp)))
-    RUN_ASSERT (&out, strncmp (d->d_name, prefix, strlen (prefix)) != 0,
-                "runsc work directory /tmp/%s left behind", d->d_name);
-  if (tmp)
-    closedir (tmp);
+  static const char *const bases[] = { "/dev/shm", "/tmp" };
+  for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++)
+    {
+      DIR *dir = opendir (bases[b]);
+      struct dirent *d;
+      while (dir && (d = readdir (dir)))
+        RUN_ASSERT (&out, strncmp (d->d_name, prefix, strlen (prefix)) != 0,
+                    "runsc work directory %s/%s left behind", bases[b], d->d_name);
+      if (dir)
+        closedir (dir);
+    }
   run_out_free (&out);
 }

@@ -176,7 +176,7 @@ int wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_
 
 /* Host processes of gVisor (their executable is the runsc binary) that
  * belong to the runs of the launcher `launcher_pid` (their command line
- * names its work directory, /tmp/nsbox-runsc-<pid>-*). */
+ * names its work directory, nsbox-runsc-<pid>-* in /dev/shm or TMPDIR). */
 int count_runsc_processes (pid_t launcher_pid, char *desc, size_t desc_size);
 /* Whether a runsc binary is there (NSBOX_RUNSC or the usual directories). */
 bool runsc_installed (void);
