@@ -5,6 +5,9 @@
 #   3. $NSBOX_BUILD/tests/integration with NSBOX_TEST_USER=nsbox-test: the
 #      harness stays root and drops to that unprivileged user to run nsbox.
 #      Needs root; skipped otherwise (a failure when NSBOX_TEST_MUST_WORK=1).
+#   4. passes 2 and 3 again with NSBOX_TEST_RUNTIME=runsc: every run under
+#      gVisor (--runtime runsc). Skipped when runsc is not installed (a
+#      failure when NSBOX_TEST_MUST_WORK=1); NSBOX_TEST_RUNSC=0 skips them.
 # Exported to the test binaries: NSBOX_TEST_ROOTFS (tests/fixtures/rootfs.sh),
 # NSBOX_BIN (the nsbox binary, copied where the test user can run it if the
 # build directory is out of its reach) and, for pass 3, NSBOX_TEST_USER.
@@ -138,13 +141,30 @@ skip_pass() { # LABEL REASON
 }
 
 run_pass "unit" -- "$unit"
-run_pass "integration as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -- "$integration"
+run_pass "integration as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME \
+	-- "$integration"
+
+runsc_bin="${NSBOX_RUNSC:-$(command -v runsc || true)}"
+runsc_why=""
+if [ "${NSBOX_TEST_RUNSC:-1}" = 0 ]; then
+	runsc_why="NSBOX_TEST_RUNSC=0"
+elif [ -z "$runsc_bin" ]; then
+	runsc_why="runsc not installed (apt-get install runsc)"
+fi
+if [ -z "$runsc_why" ]; then
+	run_pass "integration under runsc as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER \
+		NSBOX_TEST_RUNTIME=runsc -- "$integration"
+else
+	skip_pass "integration under runsc as $(id -un)" "$runsc_why"
+fi
 
 user_label="integration as unprivileged test user"
 if [ "$(id -u)" -ne 0 ]; then
 	skip_pass "$user_label" "needs root to create and switch to the test user"
+	skip_pass "$user_label under runsc" "needs root to create and switch to the test user"
 elif ! test_user="$("$here/fixtures/testuser.sh")"; then
 	skip_pass "$user_label" "tests/fixtures/testuser.sh failed (see above)"
+	skip_pass "$user_label under runsc" "tests/fixtures/testuser.sh failed (see above)"
 else
 	uid="$(id -u "$test_user")"
 	gid="$(id -g "$test_user")"
@@ -166,8 +186,15 @@ else
 	if ! as_user test -x "$NSBOX_TEST_ROOTFS/usr/bin/python3"; then
 		skip_pass "$user_label" "$test_user cannot reach $NSBOX_TEST_ROOTFS/usr/bin/python3 (check the modes of the rootfs and its parents)"
 	else
-		run_pass "integration as $test_user (uid $uid)" \
+		run_pass "integration as $test_user (uid $uid)" -u NSBOX_TEST_RUNTIME \
 			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
+		if [ -z "$runsc_why" ]; then
+			run_pass "integration under runsc as $test_user (uid $uid)" \
+				NSBOX_TEST_RUNTIME=runsc NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" \
+				-- "$integration"
+		else
+			skip_pass "$user_label under runsc" "$runsc_why"
+		fi
 	fi
 fi
 
