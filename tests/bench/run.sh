@@ -16,6 +16,7 @@
 # Environment: NSBOX_BUILD (default build), NSBOX_BIN (default
 # $NSBOX_BUILD/nsbox), NSBOX_TEST_ROOTFS (default tests/fixtures/rootfs.sh),
 # BENCH_N, BENCH_TOOLS (default "nsbox bwrap chroot").
+# Then tests/bench/runsc.sh: the runtime runsc rows.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -45,7 +46,8 @@ NSBOX_BUILD="$build" NSBOX_TEST_ROOTFS="$rootfs" "$here/unpack.sh" ||
 	echo "bench: the unpack benchmark failed (tests/bench/unpack.sh)"
 echo
 
-exec python3 - "$nsbox" "$rootfs" "$n" "$tools" <<'PY'
+status=0
+python3 - "$nsbox" "$rootfs" "$n" "$tools" <<'PY' || status=$?
 import math
 import os
 import tempfile
@@ -291,3 +293,9 @@ if "nsbox" in medians:
 
 sys.exit(1 if failed else 0)
 PY
+
+# runtime runsc: nsbox --runtime runsc against raw `runsc run` on the same
+# bundle (skipped with a note when runsc is not installed).
+echo
+NSBOX_BIN="$nsbox" NSBOX_TEST_ROOTFS="$rootfs" BENCH_N="$n" "$here/runsc.sh" || status=$?
+exit "$status"
