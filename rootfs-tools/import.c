@@ -452,9 +452,11 @@ is_index_type (const char *media)
 static const char *
 entry_name (json_t *entry)
 {
+  /* Docker 25 and containerd put the full reference here; skopeo and umoci
+   * write only the tag into ref.name. */
   json_t *ann = json_object_get (entry, "annotations");
-  const char *name = json_string_value (json_object_get (ann, "org.opencontainers.image.ref.name"));
-  return name ? name : json_string_value (json_object_get (ann, "io.containerd.image.name"));
+  const char *name = json_string_value (json_object_get (ann, "io.containerd.image.name"));
+  return name ? name : json_string_value (json_object_get (ann, "org.opencontainers.image.ref.name"));
 }
 
 static bool

@@ -299,6 +299,29 @@ Test (store, a_docker_archive_with_hostile_members_writes_nothing_outside_and_re
   free (token);
 }
 
+Test (store, a_docker_25_save_with_an_oci_layout_is_imported_as_a_layout)
+{
+  build_image (&fx, "l = layer()\nD(l, 'usr'); F(l, 'usr/f', 'data')\n");
+  /* docker save >= 25: an OCI layout whose index.json names the image, plus
+   * the legacy manifest.json. */
+  free (sh_ok (&fx, "cd oci && /usr/bin/python3 - <<'PY'\n"
+                    "import json\n"
+                    "i = json.load(open('index.json'))\n"
+                    "m = i['manifests'][0]\n"
+                    "m['annotations']['io.containerd.image.name'] = 'docker.io/library/py:25'\n"
+                    "json.dump(i, open('index.json', 'w'))\n"
+                    "json.dump([{'Config': 'blobs/sha256/none', 'RepoTags': ['py:25'],\n"
+                    "            'Layers': []}], open('manifest.json', 'w'))\n"
+                    "PY\n"
+                    "tar -cf ../d25.tar oci-layout index.json manifest.json blobs"));
+  char *out = sh_ok (&fx, "\"$IMG\" --store \"$STORE\" import docker-archive:\"$T/d25.tar\"");
+  cr_assert (strncmp (out, "docker.io/library/py:25 sha256:", 31) == 0, "%s", out);
+  free (out);
+  out = sh_ok (&fx, "cat \"$(\"$IMG\" --store \"$STORE\" rootfs py:25)/usr/f\"");
+  cr_assert_str_eq (out, "data");
+  free (out);
+}
+
 static void
 small_image (void)
 {
