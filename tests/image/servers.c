@@ -39,8 +39,8 @@ python (void)
   return access ("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 }
 
-static const char *
-script (const char *name)
+const char *
+image_test_script (const char *name)
 {
   static char paths[4][4096];
   static int next;
@@ -216,7 +216,8 @@ void
 token_server_start (struct server *s, const char *const *extra_args)
 {
   char port[16];
-  const char *argv[32] = { python (), script ("token_server.py"), "--port", port, "--log", NULL };
+  const char *argv[32]
+      = { python (), image_test_script ("token_server.py"), "--port", port, "--log", NULL };
   memset (s, 0, sizeof *s);
   s->port = free_port ();
   snprintf (port, sizeof port, "%u", s->port);
@@ -240,7 +241,7 @@ proxy_start (struct server *s, uint16_t upstream_port, const char *mode, int cou
   snprintf (count_s, sizeof count_s, "%d", count);
   snprintf (rate_s, sizeof rate_s, "%d", rate);
   snprintf (s->log, sizeof s->log, "%s/proxy-%u.log", test_dir (), s->port);
-  const char *argv[] = { python (),    script ("fault_proxy.py"),
+  const char *argv[] = { python (),    image_test_script ("fault_proxy.py"),
                          "--port",     port,
                          "--upstream", upstream,
                          "--log",      s->log,
@@ -260,7 +261,8 @@ blob_server_start (struct server *s, const char *dir)
   snprintf (port, sizeof port, "%u", s->port);
   snprintf (s->log, sizeof s->log, "%s/blobs-%u.log", test_dir (), s->port);
   const char *argv[] = {
-    python (), script ("blob_server.py"), "--port", port, "--dir", dir, "--log", s->log, NULL
+    python (), image_test_script ("blob_server.py"), "--port", port, "--dir", dir, "--log", s->log,
+    NULL
   };
   server_run (s, argv, test_path ("blob-server.out"));
 }
@@ -332,7 +334,7 @@ fixture_storage_copy (void)
 {
   char built[4096] = "";
   char cmd[4096];
-  snprintf (cmd, sizeof cmd, "%s", script ("build-fixtures.sh"));
+  snprintf (cmd, sizeof cmd, "%s", image_test_script ("build-fixtures.sh"));
   FILE *p = popen (cmd, "re");
   cr_assert (p, "popen: %s", strerror (errno));
   if (!fgets (built, sizeof built, p))

@@ -23,6 +23,10 @@ const char *test_dir (void);
 /* A path inside test_dir (static buffer rotation: valid for a few calls). */
 const char *test_path (const char *name);
 
+/* tests/image/NAME, found from the working directory, $NSBOX_SOURCE_DIR
+ * or the test binary's location. */
+const char *image_test_script (const char *name);
+
 uint16_t free_port (void);
 
 /* docker-registry serving `storage` on a free port; extra_yaml (may be
