@@ -20,8 +20,7 @@
 #include <inttypes.h>
 #include <linux/netlink.h>
 #include <sched.h>
-/* src/seccomp.h shadows libseccomp's header on the -Isrc search path. */
-#include <linux/../seccomp.h>
+#include <seccomp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
