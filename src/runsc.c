@@ -18,11 +18,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <dirent.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -198,6 +199,14 @@ init_main (const struct runsc_job *job)
   if (job->caller_undumpable && prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     init_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   init_enter_namespace (job);
+  /* Changing the effective ids (root: host 0 -> 65534) cleared the
+   * parent-death signal: set it again, and if the launcher died meanwhile
+   * (its end of the report pipe is closed) stop here. */
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    init_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+  struct pollfd launcher = { INIT_REPORT_FD, 0, 0 };
+  if (poll (&launcher, 1, 0) != 0)
+    _exit (127);
   init_reset_signals ();
   pid_t runsc = (pid_t) syscall (SYS_clone, (unsigned long) SIGCHLD, 0UL, 0UL, 0UL, 0UL);
   if (runsc < 0)
@@ -488,13 +497,11 @@ write_config (const struct runsc_job *job, const struct nsbox_plan *plan,
     r = nsbox_error_sys (err, errno, "create '%s'", path);
   else if (json_dumpfd (spec, fd, JSON_COMPACT) < 0)
     r = nsbox_error_sys (err, errno ? errno : EIO, "write '%s'", path);
-  else if (job->root && fchown (fd, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
-    r = nsbox_error_sys (err, errno, "chown '%s'", path);
   json_decref (spec);
   return r;
 }
 
-/* A file of the bundle, owned by gVisor's host uid when we are root. */
+/* A file of the bundle: ours, only readable by gVisor. */
 static int
 write_bundle_file (const struct runsc_job *job, const char *name, const void *data, size_t len,
                    mode_t mode, struct nsbox_error **err)
@@ -517,8 +524,6 @@ write_bundle_file (const struct runsc_job *job, const char *name, const void *da
     }
   if (fchmod (fd, mode) < 0)
     return nsbox_error_sys (err, errno, "chmod '%s'", path);
-  if (job->root && fchown (fd, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
-    return nsbox_error_sys (err, errno, "chown '%s'", path);
   return 0;
 }
 
@@ -538,8 +543,6 @@ write_helper (const struct runsc_job *job, const struct nsbox_plan *plan,
   snprintf (dir, sizeof dir, "%s/helper", job->bundle);
   if (mkdir (dir, 0755) < 0)
     return nsbox_error_sys (err, errno, "create '%s'", dir);
-  if (job->root && chown (dir, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
-    return nsbox_error_sys (err, errno, "chown '%s'", dir);
   int r = write_bundle_file (job, ".nsbox-exec", nsbox_runsc_exec, (size_t) nsbox_runsc_exec_len,
                              0755, err);
   if (r < 0)
@@ -548,21 +551,49 @@ write_helper (const struct runsc_job *job, const struct nsbox_plan *plan,
                             (size_t) plan->bpf.len * sizeof plan->bpf.insns[0], 0644, err);
 }
 
-static int
-remove_entry (const char *path, const struct stat *st, int type, struct FTW *ftw)
+/* Removes everything below the directory `fd` (closed here) without ever
+ * following a symlink: as root we clean up after processes of host uid
+ * 65534, which another process of that uid could tamper with. */
+static void
+remove_below (int fd)
 {
-  (void) st;
-  (void) type;
-  (void) ftw;
-  remove (path);
-  return 0;
+  DIR *d = fdopendir (fd);
+  if (!d)
+    {
+      close (fd);
+      return;
+    }
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      if (strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0)
+        continue;
+      if (unlinkat (dirfd (d), e->d_name, 0) == 0 || errno != EISDIR)
+        continue;
+      int sub = openat (dirfd (d), e->d_name,
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0)
+        remove_below (sub);
+      unlinkat (dirfd (d), e->d_name, AT_REMOVEDIR);
+    }
+  closedir (d);
+}
+
+static void
+remove_tree (const char *dir)
+{
+  int fd = open (dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  remove_below (fd);
+  rmdir (dir);
 }
 
 static void
 job_release (struct runsc_job *job)
 {
   if (job->workdir)
-    nftw (job->workdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    remove_tree (job->workdir);
   free (job->runsc);
   free (job->workdir);
   free (job->bundle);
@@ -575,6 +606,41 @@ job_release (struct runsc_job *job)
       close (job->fds[i]);
 }
 
+/* A launcher killed with SIGKILL took its gVisor processes with it (PID
+ * namespace) but could not remove its work dir: the next run does. Only
+ * directories we own (nobody else can create them for us to remove) of
+ * launchers that are gone. */
+static void
+sweep_stale (const char *base)
+{
+  DIR *d = opendir (base);
+  if (!d)
+    return;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      int pid = 0;
+      struct stat st;
+      if (sscanf (e->d_name, "nsbox-runsc-%d-", &pid) != 1 || pid <= 0 || pid == getpid ()
+          || (kill (pid, 0) == 0 || errno != ESRCH)
+          || fstatat (dirfd (d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0
+          || !S_ISDIR (st.st_mode) || st.st_uid != geteuid ())
+        continue;
+      int fd = openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0)
+        continue;
+      remove_below (fd);
+      unlinkat (dirfd (d), e->d_name, AT_REMOVEDIR);
+    }
+  closedir (d);
+}
+
+/* Layout, when nsbox is root (gVisor runs as host uid 65534):
+ *   nsbox-runsc-PID-XXXXXX/  root 0711: nobody can replace what is below
+ *     bundle/                root 0755: config.json and the helper, read-only
+ *                            for gVisor
+ *     state/ log/            65534 0700: runsc --root, runsc --log
+ * For an unprivileged launcher everything is its own. */
 static int
 make_workdir (struct runsc_job *job, struct nsbox_error **err)
 {
@@ -583,9 +649,11 @@ make_workdir (struct runsc_job *job, struct nsbox_error **err)
   const char *base = getenv ("TMPDIR");
   struct stat st;
   if (!base || base[0] != '/')
-    base = stat ("/dev/shm", &st) == 0 && S_ISDIR (st.st_mode) && access ("/dev/shm", W_OK | X_OK) == 0
+    base = stat ("/dev/shm", &st) == 0 && S_ISDIR (st.st_mode)
+                   && access ("/dev/shm", W_OK | X_OK) == 0
                ? "/dev/shm"
                : "/tmp";
+  sweep_stale (base);
   /* The launcher's pid in the name: observers (and the tests) can tell
    * whose gVisor processes they see. */
   if (asprintf (&job->workdir, "%s/nsbox-runsc-%d-XXXXXX", base, (int) getpid ()) < 0)
@@ -596,17 +664,24 @@ make_workdir (struct runsc_job *job, struct nsbox_error **err)
       free (TAKE_PTR (job->workdir));
       return nsbox_error_sys (err, e, "create the runsc work directory in '%s'", base);
     }
+  char logdir[4096];
+  snprintf (logdir, sizeof logdir, "%s/log", job->workdir);
   if (asprintf (&job->bundle, "%s/bundle", job->workdir) < 0
       || asprintf (&job->state, "%s/state", job->workdir) < 0
-      || asprintf (&job->log, "%s/runsc.log", job->workdir) < 0)
+      || asprintf (&job->log, "%s/runsc.log", logdir) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  if (mkdir (job->bundle, 0700) < 0)
+  if (job->root && chmod (job->workdir, 0711) < 0)
+    return nsbox_error_sys (err, errno, "chmod '%s'", job->workdir);
+  if (mkdir (job->bundle, 0755) < 0)
     return nsbox_error_sys (err, errno, "create '%s'", job->bundle);
-  /* gVisor runs as host uid 65534 when we are root: it owns its work dir. */
-  if (job->root
-      && (chown (job->workdir, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0
-          || chown (job->bundle, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0))
-    return nsbox_error_sys (err, errno, "chown '%s'", job->workdir);
+  const char *const owned_by_gvisor[] = { job->state, logdir };
+  for (size_t i = 0; i < ARRAY_SIZE (owned_by_gvisor); i++)
+    {
+      if (mkdir (owned_by_gvisor[i], 0700) < 0)
+        return nsbox_error_sys (err, errno, "create '%s'", owned_by_gvisor[i]);
+      if (job->root && chown (owned_by_gvisor[i], RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
+        return nsbox_error_sys (err, errno, "chown '%s'", owned_by_gvisor[i]);
+    }
   return 0;
 }
 

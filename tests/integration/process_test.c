@@ -1,6 +1,7 @@
 /* Processes: privileges the program does not have, the syscalls it may not
  * make, the ordinary Python it can run, and what is left after it. */
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -238,5 +239,47 @@ Test (process, no_runsc_process_survives_a_timeout, .timeout = 60)
       if (dir)
         closedir (dir);
     }
+  run_out_free (&out);
+}
+
+/* The launcher itself killed: runsc's init dies with it (parent-death
+ * signal), and the kernel empties its PID namespace. */
+Test (process, no_runsc_process_survives_a_killed_launcher, .timeout = 60)
+{
+  NSBOX_SKIP_UNLESS (runsc_installed (), "no runsc binary (apt-get install runsc)");
+  const char *const args[] = { "--runtime", "runsc", "--timeout", "30s", NULL };
+  const char *code = "import time\ntime.sleep(60)\n";
+  struct run_job job;
+  run_cli_spawn (args, true, &job);
+  run_job_feed (&job, code, strlen (code));
+  char desc[1024];
+  int seen = 0;
+  struct timespec start, now;
+  clock_gettime (CLOCK_MONOTONIC, &start);
+  do
+    {
+      seen = count_runsc_processes (job.pid, desc, sizeof desc);
+      clock_gettime (CLOCK_MONOTONIC, &now);
+      if (seen < 3)
+        nanosleep (&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+    }
+  while (seen < 3 && now.tv_sec - start.tv_sec < 10);
+  cr_assert (seen >= 3, "runsc, gofer and sentry not all seen (%d: %s)", seen, desc);
+  kill (job.pid, SIGKILL);
+  struct run_out out;
+  run_cli_wait (&job, NULL, 0, &out);
+  RUN_ASSERT (&out, out.term_signal == SIGKILL, "expected the launcher killed by SIGKILL");
+  int left = 0;
+  clock_gettime (CLOCK_MONOTONIC, &start);
+  do
+    {
+      left = count_runsc_processes (job.pid, desc, sizeof desc);
+      clock_gettime (CLOCK_MONOTONIC, &now);
+      if (left > 0)
+        nanosleep (&(struct timespec){ 0, 20 * 1000 * 1000 }, NULL);
+    }
+  while (left > 0 && now.tv_sec - start.tv_sec < 5);
+  RUN_ASSERT (&out, left == 0, "%d runsc process(es) outlived the killed launcher: %s", left,
+              desc);
   run_out_free (&out);
 }
