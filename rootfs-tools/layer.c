@@ -805,14 +805,13 @@ check_typeflag (struct layer *l, const char *name, struct nsbox_error **err)
 {
   int64_t data_start = archive_filter_bytes (l->ar, 0);
   if (data_start < 512)
-    return 0;
+    return nsbox_error_set (err, EIO, "layer %u: '%s': tar header not found in the stream",
+                            l->index, name);
   uint64_t header = (uint64_t) data_start - 512;
-  unsigned char magic[5], type;
-  for (unsigned i = 0; i < 5; i++)
-    if (!byte_at (l, header + 257 + i, &magic[i]))
-      return 0;
-  if (memcmp (magic, "ustar", 5) != 0 || !byte_at (l, header + 156, &type))
-    return 0;
+  unsigned char type;
+  if (!byte_at (l, header + 156, &type))
+    return nsbox_error_set (err, EIO, "layer %u: '%s': tar header not found in the stream",
+                            l->index, name);
   if (type == '\0' || (type >= '0' && type <= '7'))
     return 0;
   return nsbox_error_set (err, EBADMSG, "layer %u: '%s': unsupported tar entry type '%c'",
