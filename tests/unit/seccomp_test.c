@@ -113,10 +113,32 @@ default_bpf (void)
 
 /* ---- Helpers: a classic BPF interpreter ------------------------------------ */
 
+/* How far a BPF_JMP instruction moves the program counter. */
 static uint32_t
-jump_if (bool condition, const struct sock_filter *insn)
+jump_offset (const struct sock_filter *insn, uint32_t a, uint32_t x)
 {
-  return condition ? insn->jt : insn->jf;
+  uint32_t operand = BPF_SRC (insn->code) == BPF_X ? x : insn->k;
+  bool taken = false;
+  switch (BPF_OP (insn->code))
+    {
+    case BPF_JA:
+      return insn->k;
+    case BPF_JEQ:
+      taken = a == operand;
+      break;
+    case BPF_JGT:
+      taken = a > operand;
+      break;
+    case BPF_JGE:
+      taken = a >= operand;
+      break;
+    case BPF_JSET:
+      taken = (a & operand) != 0;
+      break;
+    default:
+      cr_assert_fail ("jump opcode 0x%x is not interpreted", insn->code);
+    }
+  return taken ? insn->jt : insn->jf;
 }
 
 /* Runs a seccomp program on data; fails the test on anything a seccomp
@@ -129,6 +151,14 @@ bpf_run (const struct nsbox_bpf *bpf, const struct seccomp_data *data)
     {
       const struct sock_filter *insn = &bpf->insns[pc];
       uint32_t k = insn->k;
+      bool scratch = insn->code == BPF_ST || insn->code == BPF_STX
+                     || insn->code == (BPF_LD | BPF_MEM) || insn->code == (BPF_LDX | BPF_MEM);
+      cr_assert (!scratch || k < BPF_MEMWORDS, "bad scratch slot %u", k);
+      if (BPF_CLASS (insn->code) == BPF_JMP)
+        {
+          pc += jump_offset (insn, a, x);
+          continue;
+        }
       switch (insn->code)
         {
         case BPF_LD | BPF_W | BPF_ABS:
@@ -142,59 +172,25 @@ bpf_run (const struct nsbox_bpf *bpf, const struct seccomp_data *data)
           x = k;
           break;
         case BPF_LD | BPF_MEM:
-          cr_assert_lt (k, BPF_MEMWORDS);
           a = mem[k];
           break;
         case BPF_LDX | BPF_MEM:
-          cr_assert_lt (k, BPF_MEMWORDS);
           x = mem[k];
           break;
         case BPF_ST:
-          cr_assert_lt (k, BPF_MEMWORDS);
           mem[k] = a;
           break;
         case BPF_STX:
-          cr_assert_lt (k, BPF_MEMWORDS);
           mem[k] = x;
           break;
         case BPF_ALU | BPF_AND | BPF_K:
           a &= k;
-          break;
-        case BPF_ALU | BPF_OR | BPF_K:
-          a |= k;
           break;
         case BPF_MISC | BPF_TAX:
           x = a;
           break;
         case BPF_MISC | BPF_TXA:
           a = x;
-          break;
-        case BPF_JMP | BPF_JA:
-          pc += k;
-          break;
-        case BPF_JMP | BPF_JEQ | BPF_K:
-          pc += jump_if (a == k, insn);
-          break;
-        case BPF_JMP | BPF_JGT | BPF_K:
-          pc += jump_if (a > k, insn);
-          break;
-        case BPF_JMP | BPF_JGE | BPF_K:
-          pc += jump_if (a >= k, insn);
-          break;
-        case BPF_JMP | BPF_JSET | BPF_K:
-          pc += jump_if (a & k, insn);
-          break;
-        case BPF_JMP | BPF_JEQ | BPF_X:
-          pc += jump_if (a == x, insn);
-          break;
-        case BPF_JMP | BPF_JGT | BPF_X:
-          pc += jump_if (a > x, insn);
-          break;
-        case BPF_JMP | BPF_JGE | BPF_X:
-          pc += jump_if (a >= x, insn);
-          break;
-        case BPF_JMP | BPF_JSET | BPF_X:
-          pc += jump_if (a & x, insn);
           break;
         case BPF_RET | BPF_K:
           return k;
