@@ -117,6 +117,7 @@ registry_free (struct registry *reg)
     explicit_bzero (reg->authorization, strlen (reg->authorization));
   free (reg->authorization);
   free (reg->token_scope);
+  free (reg->last_warning);
   nsbox_credentials_clear (&reg->credentials);
 }
 

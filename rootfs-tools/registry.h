@@ -31,6 +31,7 @@ struct registry_response
   char *ratelimit_remaining;
   char *ratelimit_source;
   char *content_range;
+  char *warning;          /* text of the first "Warning: 299 - "..."" header */
   int64_t content_length; /* -1 when absent */
   /* The body when not streamed into a blob sink, at most body_max bytes. */
   char *body;
@@ -67,6 +68,7 @@ struct registry
   bool credentials_loaded;
   struct nsbox_credentials credentials;
   bool have_credentials;
+  char *last_warning; /* Warning: 299 texts are logged once */
   /* progress on stderr */
   bool progress;
   uint64_t progress_done;  /* bytes of finished blobs */

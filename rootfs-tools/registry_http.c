@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "registry.h"
+#include "store-private.h"
 #include "util.h"
 
 #define USER_AGENT "nsbox-image/0.1"
@@ -30,6 +31,7 @@ registry_response_clear (struct registry_response *resp)
   free (resp->ratelimit_remaining);
   free (resp->ratelimit_source);
   free (resp->content_range);
+  free (resp->warning);
   free (resp->body);
   memset (resp, 0, sizeof *resp);
   resp->content_length = -1;
@@ -161,6 +163,15 @@ on_header (char *data, size_t size, size_t nmemb, void *userdata)
     set_header (&resp->ratelimit_source, value, value_len);
   else if (IS ("content-range"))
     set_header (&resp->content_range, value, value_len);
+  else if (IS ("warning") && !resp->warning)
+    {
+      /* 299 - "text" (DS "Warnings"); other codes are not ours to show. */
+      cleanup_free char *v = trimmed_dup (value, value_len);
+      const char *open_quote = v ? strchr (v, '"') : NULL;
+      const char *close_quote = open_quote ? strrchr (open_quote + 1, '"') : NULL;
+      if (v && strncmp (v, "299 ", 4) == 0 && close_quote)
+        resp->warning = strndup (open_quote + 1, (size_t)(close_quote - open_quote - 1));
+    }
   else if (IS ("content-length"))
     {
       cleanup_free char *v = trimmed_dup (value, value_len);
@@ -774,6 +785,12 @@ registry_request (struct registry *reg, enum registry_method method, const char 
       uint64_t from = sink ? nsbox_ingest_offset (sink->ingest) : range_from;
       CURLcode rc = perform (reg, method, url, reg->authorization, accept, from, sink, resp, NULL,
                              &refused);
+      if (resp->warning && (!reg->last_warning || strcmp (reg->last_warning, resp->warning) != 0))
+        {
+          rt_store_warn (reg->store, "registry '%s' warns: %s", reg->host, resp->warning);
+          free (reg->last_warning);
+          reg->last_warning = strdup (resp->warning);
+        }
       if (refused)
         return nsbox_error_set (err, EPROTO,
                                 "%s: refusing plain HTTP to '%s' (only loopback or "

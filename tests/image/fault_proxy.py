@@ -21,6 +21,7 @@ Modes (blob = GET /v2/.../blobs/..., manifest = /v2/.../manifests/...):
                   with Retry-After: 1 and ratelimit headers
   500             the first --count requests answer 500
   slow            forward blob bodies at --rate bytes per second
+  warning         manifest responses carry Warning: 299 - "..." headers
 Every request is logged to FILE as a JSON line:
 {"method", "path", "range", "authorization", "status"}.
 """
@@ -137,6 +138,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         body = up.read()
         conn.close()
+        if manifest and mode == "warning":
+            out_headers.append(("Warning", '299 - "this repository is deprecated"'))
+            out_headers.append(("Warning", '199 - "not for users"'))
         if manifest and up.status == 200:
             learn(body)
             body, out_headers = self.tamper_manifest(manifest.group(2), body, out_headers)

@@ -485,3 +485,29 @@ Test (registry_pull, no_progress_bar_without_a_terminal, .timeout = 60)
   cr_assert_leq (n, 0, "the library wrote to a non-terminal stderr: %.*s", (int)n, out);
   free (ref);
 }
+
+static void
+collect_log (void *data, const char *message)
+{
+  char *buf = data;
+  size_t used = strlen (buf);
+  snprintf (buf + used, 8192 - used, "%s\n", message);
+}
+
+Test (registry_pull, registry_warnings_299_are_logged_once, .timeout = 60)
+{
+  struct server reg, proxy;
+  registry_start (&reg, fixture_storage_copy (), NULL);
+  proxy_start (&proxy, reg.port, "warning", -1, 0);
+  struct nsbox_store *store = test_store ();
+  static char logged[8192];
+  nsbox_store_set_log (store, collect_log, logged);
+  char *ref = ref_at (proxy.port, "test/multi:t");
+  pull_ok (store, ref, "linux/amd64", NULL);
+  nsbox_store_set_log (store, NULL, NULL);
+  const char *first = strstr (logged, "warns: this repository is deprecated\n");
+  cr_assert (first, "no warning logged: '%s'", logged);
+  cr_assert_null (strstr (first + 1, "warns: this repository"), "logged twice: '%s'", logged);
+  cr_assert_null (strstr (logged, "not for users"), "a 199 warning was shown: '%s'", logged);
+  free (ref);
+}
