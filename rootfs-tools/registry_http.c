@@ -361,11 +361,12 @@ perform (struct registry *reg, enum registry_method method, const char *url,
       sink->written = 0;
     }
   curl_easy_reset (c);
-  /* Redirects may leave loopback only for https. */
-  const char *protocols = reg->plain_http ? "http,https" : "https";
+  /* The URL's own scheme was checked above. Redirects may use plain HTTP
+   * only when the registry itself may (loopback or --insecure-registry). */
+  const char *redirect_protocols = reg->plain_http ? "http,https" : "https";
   curl_easy_setopt (c, CURLOPT_URL, url);
-  curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, https ? "https" : "http");
-  curl_easy_setopt (c, CURLOPT_REDIR_PROTOCOLS_STR, protocols);
+  curl_easy_setopt (c, CURLOPT_PROTOCOLS_STR, https ? redirect_protocols : "http,https");
+  curl_easy_setopt (c, CURLOPT_REDIR_PROTOCOLS_STR, redirect_protocols);
   curl_easy_setopt (c, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt (c, CURLOPT_MAXREDIRS, 10L);
   curl_easy_setopt (c, CURLOPT_UNRESTRICTED_AUTH, 0L);
