@@ -430,13 +430,21 @@ run_helper (const char *helper, const char *server_url, char **output, int *stat
       return nsbox_error_sys (err, r, "run credential helper '%s'", program);
     }
   /* The URL is tiny: it fits in the pipe buffer, so this cannot block. */
-  sigset_t block, old;
+  /* A helper that exits without reading must not kill us with SIGPIPE:
+   * block it, and swallow one we caused before unblocking. */
+  sigset_t block, old, pending;
   sigemptyset (&block);
   sigaddset (&block, SIGPIPE);
   pthread_sigmask (SIG_BLOCK, &block, &old);
+  sigpending (&pending);
+  bool was_pending = sigismember (&pending, SIGPIPE);
   size_t url_len = strlen (server_url);
   ssize_t w = write (in_pipe[1], server_url, url_len);
-  (void)w;
+  if (w < 0 && errno == EPIPE && !was_pending)
+    {
+      struct timespec zero = { 0, 0 };
+      sigtimedwait (&block, NULL, &zero);
+    }
   close (in_pipe[1]);
   pthread_sigmask (SIG_SETMASK, &old, NULL);
   size_t len = 0;

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "auth.h"
 #include "error.h"
 #include "image.h"
 #include "servers.h"
@@ -353,4 +354,69 @@ Test (registry_auth, identity_token_is_exchanged_by_refresh_token_grant, .timeou
   cr_assert_str_eq (token_field (tokens.log, 0, "form", "scope"), "repository:test/img:pull");
   cr_assert_str_eq (token_field (tokens.log, 0, "form", "service"), "test");
   free (ref);
+}
+
+/* A docker-credential-NAME in test_dir/bin, first on PATH. */
+static void
+install_helper (const char *name, const char *body)
+{
+  char bin[4096], helper[4400];
+  snprintf (bin, sizeof bin, "%s", test_path ("bin"));
+  mkdir (bin, 0755);
+  snprintf (helper, sizeof helper, "%s/docker-credential-%s", bin, name);
+  FILE *f = fopen (helper, "we");
+  cr_assert (f);
+  fprintf (f, "#!/bin/sh\n%s", body);
+  fclose (f);
+  chmod (helper, 0755);
+  char path[8192];
+  snprintf (path, sizeof path, "%s:%s", bin, getenv ("PATH") ? getenv ("PATH") : "/usr/bin:/bin");
+  setenv ("PATH", path, 1);
+}
+
+Test (registry_auth, helper_without_credentials_means_anonymous, .timeout = 30)
+{
+  install_helper ("empty", "echo 'credentials not found in native keychain'\nexit 1\n");
+  docker_config ("{\"credsStore\":\"empty\"}");
+  struct nsbox_credentials c = { 0 };
+  struct nsbox_error *e = NULL;
+  cr_assert_eq (nsbox_credentials_lookup ("127.0.0.1:5000", &c, &e), 0, "%s",
+                nsbox_error_message (e));
+}
+
+Test (registry_auth, failing_helper_that_never_reads_is_an_error_not_a_sigpipe, .timeout = 30)
+{
+  install_helper ("broken", "exec 0<&-\necho 'helper exploded'\nexit 5\n");
+  docker_config ("{\"credHelpers\":{\"registry.example\":\"broken\"}}");
+  struct nsbox_credentials c = { 0 };
+  struct nsbox_error *e = NULL;
+  int r = nsbox_credentials_lookup ("registry.example", &c, &e);
+  cr_assert_eq (r, -EACCES);
+  cr_assert (strstr (nsbox_error_message (e), "helper exploded")
+                 && strstr (nsbox_error_message (e), "exit 5"),
+             "%s", nsbox_error_message (e));
+  nsbox_error_free (e);
+}
+
+Test (registry_auth, creds_store_token_username_is_an_identity_token, .timeout = 30)
+{
+  install_helper ("store",
+                  "cat >/dev/null\n"
+                  "echo '{\"ServerURL\":\"\",\"Username\":\"<token>\",\"Secret\":\"rt\"}'\n");
+  docker_config ("{\"credsStore\":\"store\",\"auths\":{\"docker.io\":{\"auth\":\"eDp5\"}}}");
+  struct nsbox_credentials c = { 0 };
+  cr_assert_eq (nsbox_credentials_lookup ("docker.io", &c, NULL), 1);
+  cr_assert_null (c.username);
+  cr_assert_str_eq (c.identity_token, "rt");
+  nsbox_credentials_clear (&c);
+}
+
+Test (registry_auth, docker_hub_auths_entry_is_found_under_its_v1_url, .timeout = 30)
+{
+  docker_config ("{\"auths\":{\"https://index.docker.io/v1/\":{\"auth\":\"dXNlcjpwdw==\"}}}");
+  struct nsbox_credentials c = { 0 };
+  cr_assert_eq (nsbox_credentials_lookup ("docker.io", &c, NULL), 1);
+  cr_assert_str_eq (c.username, "user");
+  cr_assert_str_eq (c.secret, "pw");
+  nsbox_credentials_clear (&c);
 }
