@@ -32,6 +32,7 @@ static const int v1_limit[NSBOX_V1_COUNT_]
 struct cgroup_view
 {
   char *v2_dir;                 /* our own v2 cgroup directory */
+  char *v2_mount;               /* the cgroup2 mount, when it shows the whole hierarchy */
   bool v2_is_root;
   char *v1_dir[NSBOX_V1_COUNT_]; /* our own v1 cgroup directory per controller */
 };
@@ -40,6 +41,7 @@ static void
 view_free (struct cgroup_view *v)
 {
   free (v->v2_dir);
+  free (v->v2_mount);
   for (int i = 0; i < NSBOX_V1_COUNT_; i++)
     free (v->v1_dir[i]);
 }
@@ -157,6 +159,8 @@ scan_mount (char *line, const char *own_v2, char *const own_v1[], struct cgroup_
     {
       v->v2_dir = cgroup_dir (fields[4], fields[3], own_v2);
       v->v2_is_root = v->v2_dir && strcmp (fields[3], own_v2) == 0;
+      if (strcmp (fields[3], "/") == 0)
+        v->v2_mount = strdup (fields[4]);
     }
   if (strcmp (fstype, "cgroup") == 0 && super)
     for (int i = 0; i < NSBOX_V1_COUNT_; i++)
@@ -241,6 +245,56 @@ only_us_in (const char *dir)
 
 static pthread_mutex_t delegate_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Whether the controllers nsbox needs are available to children of `dir`. */
+static bool
+has_memory_and_pids (const char *dir)
+{
+  char buf[512], path[4096];
+  snprintf (path, sizeof path, "%s/cgroup.controllers", dir);
+  return read_small_file (path, buf, sizeof buf) >= 0 && has_word (buf, "memory", ' ')
+         && has_word (buf, "pids", ' ');
+}
+
+static void
+enable_controllers (const char *dir)
+{
+  char buf[512], path[4096];
+  snprintf (path, sizeof path, "%s/cgroup.subtree_control", dir);
+  if (read_small_file (path, buf, sizeof buf) < 0)
+    buf[0] = '\0';
+  const char *const ctrls[] = { "memory", "pids", "cpu" };
+  for (size_t i = 0; i < ARRAY_SIZE (ctrls); i++)
+    if (!has_word (buf, ctrls[i], ' '))
+      {
+        char plus[16];
+        snprintf (plus, sizeof plus, "+%s", ctrls[i]);
+        write_file (dir, "cgroup.subtree_control", plus);
+      }
+}
+
+/* A launcher that may write the top of the hierarchy (root) but sits in a
+ * cgroup it cannot use - a login session's scope holding the shell too, or
+ * one without the controllers - puts its runs in <mount>/nsbox, as container
+ * engines' cgroupfs drivers do. It never holds a process, so it can be a
+ * parent with controllers. */
+static char *
+v2_top_level (const struct cgroup_view *v)
+{
+  if (!v->v2_mount || !has_memory_and_pids (v->v2_mount))
+    return NULL;
+  char *base = NULL;
+  if (asprintf (&base, "%s/nsbox", v->v2_mount) < 0)
+    return NULL;
+  if ((mkdir (base, 0755) < 0 && errno != EEXIST) || access (base, W_OK) < 0)
+    {
+      free (base);
+      return NULL;
+    }
+  enable_controllers (v->v2_mount);
+  enable_controllers (base);
+  return base;
+}
+
 /* Makes `own` a parent with the controllers enabled for its children. A
  * non-root cgroup that holds processes cannot enable controllers, so the
  * launcher first moves itself into a leaf of its own. Returns the directory
@@ -279,17 +333,7 @@ v2_delegate (const struct cgroup_view *v, const char **why)
             }
         }
     }
-  snprintf (path, sizeof path, "%s/cgroup.subtree_control", base);
-  if (read_small_file (path, buf, sizeof buf) < 0)
-    buf[0] = '\0';
-  const char *const ctrls[] = { "memory", "pids", "cpu" };
-  for (size_t i = 0; i < ARRAY_SIZE (ctrls); i++)
-    if (!has_word (buf, ctrls[i], ' '))
-      {
-        char plus[16];
-        snprintf (plus, sizeof plus, "+%s", ctrls[i]);
-        write_file (base, "cgroup.subtree_control", plus);
-      }
+  enable_controllers (base);
   return TAKE_PTR (base);
 }
 
@@ -317,16 +361,16 @@ static bool
 try_v2 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_config *c,
         const char **why)
 {
-  char buf[512], path[4096];
   if (!v->v2_dir)
     return (*why = "no cgroup v2 hierarchy"), false;
-  snprintf (path, sizeof path, "%s/cgroup.controllers", v->v2_dir);
-  if (read_small_file (path, buf, sizeof buf) < 0 || !has_word (buf, "memory", ' ')
-      || !has_word (buf, "pids", ' '))
-    return (*why = "cgroup v2 has no memory and pids controllers here"), false;
+  const char *why_own = "cgroup v2 has no memory and pids controllers here";
   pthread_mutex_lock (&delegate_lock);
-  cleanup_free char *base = v2_delegate (v, why);
+  cleanup_free char *base = has_memory_and_pids (v->v2_dir) ? v2_delegate (v, &why_own) : NULL;
+  if (!base)
+    base = v2_top_level (v);
   pthread_mutex_unlock (&delegate_lock);
+  if (!base)
+    *why = why_own;
   cleanup_free char *name = unique_name ();
   if (!base || !name)
     return false;
