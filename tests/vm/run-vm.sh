@@ -15,10 +15,12 @@
 #    from isa-debug-exit: 99 pass, 97 fail, anything else a broken guest.
 # qemu is killed whatever happens to this script.
 #
-# Knobs: NSBOX_VM_TIMEOUT (seconds, default 600), NSBOX_VM_MEMORY (MiB,
-# default 2048: with less, the heuristic overcommit check refuses the
-# tests' 1 GiB allocations before any cgroup limit is reached), NSBOX_VM_CACHE (guest cache directory), NSBOX_VM_LOG (keep
-# the serial log there; default a temp file shown on failure).
+# Knobs: NSBOX_VM_TIMEOUT (seconds, default 600); NSBOX_VM_MEMORY (MiB,
+# default 2048: with less, the heuristic overcommit check refuses the tests'
+# 1 GiB allocations before any cgroup limit is reached); NSBOX_VM_CACHE (guest
+# cache directory); NSBOX_VM_LOG (keep the serial log there); NSBOX_VM_PASSES
+# (comma-separated labels of the guest's passes to run: root, shared,
+# delegated, undelegated; default all).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -100,6 +102,7 @@ log "guest $guest, payload $(du -sh "$pl" | cut -f1) ($(ls "$pl/lib" | wc -l) li
 # no verdict, a failure.
 serial="${NSBOX_VM_LOG:-$tmp/serial.log}"
 append="console=ttyS0 cgroup_no_v1=all panic=-1 loglevel=4 rdinit=/init"
+[ -n "${NSBOX_VM_PASSES:-}" ] && append="$append nsbox_vm_passes=$NSBOX_VM_PASSES"
 boot=$SECONDS
 set +e
 timeout --kill-after=10 "$vm_timeout" \
