@@ -1,0 +1,22 @@
+# hostile: device nodes: raw disks, /dev/mem, /dev/kmsg, tty, fuse, net/tun must not exist; /dev is read-only
+# expect: exit=0 stdout="OK\n"
+import os
+have = sorted(os.listdir("/dev"))
+want = sorted(["null", "zero", "full", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm"])
+for extra in set(have) - set(want) - {"pts", "ptmx", "mqueue", "tty", "console"}:
+    print("ESCAPED: unexpected /dev entry", extra)
+for p in ("/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg", "/dev/sda", "/dev/vda", "/dev/fuse",
+          "/dev/net/tun", "/dev/tty", "/dev/console", "/dev/loop0", "/dev/cpu/0/msr"):
+    try:
+        os.close(os.open(p, os.O_RDONLY))
+        print("ESCAPED: opened", p)
+    except OSError:
+        pass
+try:
+    open("/dev/x", "w")
+    print("ESCAPED: created a file in /dev")
+except OSError:
+    pass
+open("/dev/null", "w").write("x")
+assert len(open("/dev/urandom", "rb").read(16)) == 16
+print("OK")

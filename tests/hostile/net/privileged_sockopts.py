@@ -1,0 +1,16 @@
+# hostile: privileged ports and socket options (IP_TRANSPARENT, SO_MARK, SO_DEBUG, SO_PRIORITY > 6)
+# expect: exit=0 stdout="OK\n"
+import socket
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", 80))
+    print("ESCAPED: bound port 80")
+except OSError:
+    pass
+for level, opt, val in ((socket.SOL_IP, 19, 1), (socket.SOL_SOCKET, 36, 1), (socket.SOL_SOCKET, 12, 7)):
+    try:
+        socket.socket().setsockopt(level, opt, val)
+        print("ESCAPED: setsockopt", level, opt)
+    except OSError:
+        pass
+print("OK")

@@ -1,0 +1,16 @@
+# hostile: hundreds of zombies and orphans left behind for init to reap
+# args: --pids-limit 64
+# expect: exit=0 stdout="OK\n" max_seconds=10
+import os, time
+for i in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        time.sleep(0.01)
+        continue
+    if pid == 0:
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)
+time.sleep(0.2)
+print("OK")

@@ -1,0 +1,16 @@
+# hostile: spin on every CPU: the cpus quota (0.5) holds the program to about half a CPU
+# args: --cpus 0.5 --timeout 10s
+# expect: exit=0 stdout="OK\n"
+import os, threading, time
+def spin(until):
+    while time.monotonic() < until:
+        pass
+until = time.monotonic() + 2.0
+ts = [threading.Thread(target=spin, args=(until,)) for _ in range(4)]
+t0, c0 = time.monotonic(), time.process_time()
+for t in ts: t.start()
+for t in ts: t.join()
+ratio = (time.process_time() - c0) / (time.monotonic() - t0)
+if ratio > 0.8:
+    print("ESCAPED: used %.2f CPUs under cpus=0.5" % ratio)
+print("OK")
