@@ -38,17 +38,28 @@ static const struct
   int errnum;
   int status;
 } exit_classes[] = {
-  { ENOENT, EXIT_NOT_FOUND },        { EACCES, EXIT_UNAUTHORIZED },
-  { EPERM, EXIT_UNAUTHORIZED },      { EAGAIN, EXIT_RATE_LIMITED },
-  { EBADMSG, EXIT_INVALID_IMAGE },   { EPROTO, EXIT_INVALID_IMAGE },
-  { EILSEQ, EXIT_INVALID_IMAGE },    { ENOTDIR, EXIT_INVALID_IMAGE },
-  { EPROTONOSUPPORT, EXIT_INVALID_IMAGE }, { ENOEXEC, EXIT_NO_PLATFORM },
-  { ENOSPC, EXIT_DISK_FULL },        { EDQUOT, EXIT_DISK_FULL },
-  { ENETUNREACH, EXIT_NETWORK },     { ECONNREFUSED, EXIT_NETWORK },
-  { ECONNRESET, EXIT_NETWORK },      { ETIMEDOUT, EXIT_NETWORK },
-  { EHOSTUNREACH, EXIT_NETWORK },    { EBUSY, EXIT_BUSY },
-  { EFBIG, EXIT_LIMIT },             { E2BIG, EXIT_LIMIT },
-  { ENAMETOOLONG, EXIT_LIMIT },      { EINVAL, EXIT_USAGE },
+  { ENOENT, EXIT_NOT_FOUND },
+  { EACCES, EXIT_UNAUTHORIZED },
+  { EPERM, EXIT_UNAUTHORIZED },
+  { EAGAIN, EXIT_RATE_LIMITED },
+  { EBADMSG, EXIT_INVALID_IMAGE },
+  { EPROTO, EXIT_INVALID_IMAGE },
+  { EILSEQ, EXIT_INVALID_IMAGE },
+  { ENOTDIR, EXIT_INVALID_IMAGE },
+  { EPROTONOSUPPORT, EXIT_INVALID_IMAGE },
+  { ENOEXEC, EXIT_NO_PLATFORM },
+  { ENOSPC, EXIT_DISK_FULL },
+  { EDQUOT, EXIT_DISK_FULL },
+  { ENETUNREACH, EXIT_NETWORK },
+  { ECONNREFUSED, EXIT_NETWORK },
+  { ECONNRESET, EXIT_NETWORK },
+  { ETIMEDOUT, EXIT_NETWORK },
+  { EHOSTUNREACH, EXIT_NETWORK },
+  { EBUSY, EXIT_BUSY },
+  { EFBIG, EXIT_LIMIT },
+  { E2BIG, EXIT_LIMIT },
+  { ENAMETOOLONG, EXIT_LIMIT },
+  { EINVAL, EXIT_USAGE },
 };
 
 static void
@@ -92,8 +103,7 @@ report (struct nsbox_error *error)
   return status;
 }
 
-static int __attribute__ ((format (printf, 1, 2)))
-usage_error (const char *fmt, ...)
+static int __attribute__ ((format (printf, 1, 2))) usage_error (const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
@@ -107,7 +117,7 @@ usage_error (const char *fmt, ...)
 static void
 log_to_stderr (void *data, const char *message)
 {
-  (void) data;
+  (void)data;
   fprintf (stderr, "nsbox-image: %s\n", message);
 }
 
@@ -120,7 +130,7 @@ cmd_pull (struct nsbox_store *store, int argc, char **argv)
     { NULL, 0, NULL, 0 },
   };
   struct nsbox_pull_options options = { .progress = isatty (STDERR_FILENO) };
-  cleanup_free const char **insecure = calloc ((size_t) argc + 1, sizeof *insecure);
+  cleanup_free const char **insecure = calloc ((size_t)argc + 1, sizeof *insecure);
   size_t n_insecure = 0;
   if (!insecure)
     return EXIT_FAILURE_OTHER;
@@ -165,7 +175,7 @@ cmd_import (struct nsbox_store *store, int argc, char **argv)
 static int
 cmd_ls (struct nsbox_store *store, int argc, char **argv)
 {
-  (void) argv;
+  (void)argv;
   if (argc != 1)
     return usage_error ("ls takes no argument");
   struct nsbox_error *error = NULL;
@@ -175,8 +185,8 @@ cmd_ls (struct nsbox_store *store, int argc, char **argv)
     return report (error);
   printf ("%-50s %-14s %-19s %s\n", "REFERENCE", "PLATFORM", "MANIFEST", "UNPACKED");
   for (size_t i = 0; i < count; i++)
-    printf ("%-50s %-14s %.19s %s\n", images[i].ref, images[i].platform,
-            images[i].manifest_digest, images[i].rootfs ? "yes" : "no");
+    printf ("%-50s %-14s %.19s %s\n", images[i].ref, images[i].platform, images[i].manifest_digest,
+            images[i].rootfs ? "yes" : "no");
   nsbox_store_images_free (images, count);
   return EXIT_OK;
 }
@@ -199,7 +209,7 @@ cmd_rm (struct nsbox_store *store, int argc, char **argv)
 static int
 cmd_gc (struct nsbox_store *store, int argc, char **argv)
 {
-  (void) argv;
+  (void)argv;
   if (argc != 1)
     return usage_error ("gc takes no argument");
   struct nsbox_error *error = NULL;
@@ -209,7 +219,7 @@ cmd_gc (struct nsbox_store *store, int argc, char **argv)
   printf ("removed %zu blobs, %zu trees, %zu stale downloads, %zu work directories "
           "(%llu bytes of blobs and downloads)\n",
           stats.blobs_removed, stats.trees_removed, stats.ingest_removed, stats.tmp_removed,
-          (unsigned long long) stats.bytes_freed);
+          (unsigned long long)stats.bytes_freed);
   return EXIT_OK;
 }
 

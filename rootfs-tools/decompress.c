@@ -52,7 +52,7 @@ static ssize_t
 fill (struct rt_stream *s)
 {
   if (s->in_pos < s->in_len)
-    return (ssize_t) (s->in_len - s->in_pos);
+    return (ssize_t)(s->in_len - s->in_pos);
   if (s->in_eof)
     return 0;
   for (;;)
@@ -63,7 +63,7 @@ fill (struct rt_stream *s)
       if (n < 0)
         return fail (s, errno, "read layer blob: %s", strerror (errno));
       s->in_pos = 0;
-      s->in_len = (size_t) n;
+      s->in_len = (size_t)n;
       if (n == 0)
         s->in_eof = true;
       return n;
@@ -99,7 +99,7 @@ rt_stream_new (int fd, uint64_t limit, struct rt_stream **out, struct nsbox_erro
         }
       if (n == 0)
         s->in_eof = true;
-      s->in_len += (size_t) n;
+      s->in_len += (size_t)n;
     }
   if (s->in_len >= 2 && s->in[0] == 0x1f && s->in[1] == 0x8b)
     {
@@ -133,7 +133,7 @@ read_plain (struct rt_stream *s, size_t *produced)
   ssize_t n = fill (s);
   if (n <= 0)
     return n;
-  size_t take = (size_t) n < OUT_SIZE ? (size_t) n : OUT_SIZE;
+  size_t take = (size_t)n < OUT_SIZE ? (size_t)n : OUT_SIZE;
   memcpy (s->out, s->in + s->in_pos, take);
   s->in_pos += take;
   *produced = take;
@@ -147,7 +147,7 @@ ensure (struct rt_stream *s, size_t want)
 {
   size_t have = s->in_len - s->in_pos;
   if (have >= want || s->in_eof)
-    return (ssize_t) have;
+    return (ssize_t)have;
   memmove (s->in, s->in + s->in_pos, have);
   s->in_pos = 0;
   s->in_len = have;
@@ -160,9 +160,9 @@ ensure (struct rt_stream *s, size_t want)
         return fail (s, errno, "read layer blob: %s", strerror (errno));
       if (n == 0)
         s->in_eof = true;
-      s->in_len += (size_t) n;
+      s->in_len += (size_t)n;
     }
-  return (ssize_t) s->in_len;
+  return (ssize_t)s->in_len;
 }
 
 static ssize_t
@@ -176,9 +176,9 @@ read_gzip (struct rt_stream *s, size_t *produced)
       if (n < 0)
         return n;
       s->z.next_in = s->in + s->in_pos;
-      s->z.avail_in = (uInt) n;
+      s->z.avail_in = (uInt)n;
       int zr = inflate (&s->z, Z_NO_FLUSH);
-      s->in_pos += (size_t) n - s->z.avail_in;
+      s->in_pos += (size_t)n - s->z.avail_in;
       if (zr == Z_STREAM_END)
         {
           /* Another member follows, or trailing bytes we ignore. */
@@ -216,7 +216,7 @@ read_zstd (struct rt_stream *s, size_t *produced)
           s->done = true;
           break;
         }
-      ZSTD_inBuffer in = { s->in + s->in_pos, (size_t) n, 0 };
+      ZSTD_inBuffer in = { s->in + s->in_pos, (size_t)n, 0 };
       size_t r = ZSTD_decompressStream (s->zstd, &out, &in);
       s->in_pos += in.pos;
       if (ZSTD_isError (r))
@@ -262,13 +262,13 @@ rt_stream_read (struct rt_stream *s, const void **buf)
       if (s->total + produced > s->limit)
         {
           char limit[32];
-          snprintf (limit, sizeof limit, "%llu", (unsigned long long) s->limit);
+          snprintf (limit, sizeof limit, "%llu", (unsigned long long)s->limit);
           return fail (s, EFBIG, "uncompressed layer exceeds the limit of %s bytes", limit);
         }
       s->total += produced;
       rt_sha256_update (&s->hash, s->out, produced);
       *buf = s->out;
-      return (ssize_t) produced;
+      return (ssize_t)produced;
     }
 }
 
@@ -301,7 +301,7 @@ rt_stream_finish (struct rt_stream *s, char digest[RT_DIGEST_LEN + 1])
   while ((n = rt_stream_read (s, &buf)) > 0)
     ;
   if (n < 0)
-    return (int) n;
+    return (int)n;
   rt_sha256_final (&s->hash, digest);
   return 0;
 }

@@ -44,7 +44,8 @@ mark_manifest (struct nsbox_store *store, struct marks *m, const char *digest, u
   json_t *d;
   json_array_foreach (json_object_get (doc, "manifests"), i, d)
       mark_manifest (store, m, json_string_value (json_object_get (d, "digest")), depth + 1);
-  const char *config = json_string_value (json_object_get (json_object_get (doc, "config"), "digest"));
+  const char *config
+      = json_string_value (json_object_get (json_object_get (doc, "config"), "digest"));
   mark_blob (m, config);
   json_array_foreach (json_object_get (doc, "layers"), i, d)
       mark_blob (m, json_string_value (json_object_get (d, "digest")));
@@ -63,16 +64,15 @@ static uint64_t
 entry_bytes (int dir_fd, const char *name)
 {
   struct stat st;
-  return fstatat (dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (uint64_t) st.st_size : 0;
+  return fstatat (dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-typedef bool (*keep_fn) (struct nsbox_store *store, struct marks *m, int dir_fd,
-                         const char *name);
+typedef bool (*keep_fn) (struct nsbox_store *store, struct marks *m, int dir_fd, const char *name);
 
 /* Removes the entries of `dir` that keep() rejects; returns how many. */
 static int
-sweep (struct nsbox_store *store, struct marks *m, const char *dir, keep_fn keep,
-       size_t *removed, uint64_t *bytes, struct nsbox_error **err)
+sweep (struct nsbox_store *store, struct marks *m, const char *dir, keep_fn keep, size_t *removed,
+       uint64_t *bytes, struct nsbox_error **err)
 {
   int fd = openat (store->root_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
@@ -108,24 +108,24 @@ sweep (struct nsbox_store *store, struct marks *m, const char *dir, keep_fn keep
 static bool
 keep_blob (struct nsbox_store *store, struct marks *m, int dir_fd, const char *name)
 {
-  (void) store;
-  (void) dir_fd;
+  (void)store;
+  (void)dir_fd;
   return rt_strmap_has (&m->blobs, name);
 }
 
 static bool
 keep_tree (struct nsbox_store *store, struct marks *m, int dir_fd, const char *name)
 {
-  (void) store;
-  (void) dir_fd;
+  (void)store;
+  (void)dir_fd;
   return rt_strmap_has (&m->trees, name);
 }
 
 static bool
 keep_ingest (struct nsbox_store *store, struct marks *m, int dir_fd, const char *name)
 {
-  (void) store;
-  (void) m;
+  (void)store;
+  (void)m;
   struct stat st;
   if (fstatat (dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return true;
@@ -136,14 +136,24 @@ keep_ingest (struct nsbox_store *store, struct marks *m, int dir_fd, const char 
 static bool
 keep_tmp (struct nsbox_store *store, struct marks *m, int dir_fd, const char *name)
 {
-  (void) store;
-  (void) m;
+  (void)store;
+  (void)m;
   int fd = openat (dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return errno == ENOENT;
   bool busy = flock (fd, LOCK_EX | LOCK_NB) < 0;
   close (fd);
   return busy;
+}
+
+/* Lock files of blobs and trees pile up; with the store held exclusively
+ * nobody else can be using them, but a held one is kept all the same. */
+static bool
+keep_lock (struct nsbox_store *store, struct marks *m, int dir_fd, const char *name)
+{
+  if (strcmp (name, "store.lock") == 0)
+    return true;
+  return keep_tmp (store, m, dir_fd, name);
 }
 
 int
@@ -180,6 +190,12 @@ nsbox_store_gc (struct nsbox_store *store, struct nsbox_store_gc_stats *stats,
     ret = sweep (store, &m, "blobs/sha256", keep_blob, &s.blobs_removed, &s.bytes_freed, err);
   if (ret >= 0)
     ret = sweep (store, &m, "ingest", keep_ingest, &s.ingest_removed, &s.bytes_freed, err);
+  if (ret >= 0)
+    {
+      size_t locks = 0;
+      uint64_t lock_bytes = 0;
+      ret = sweep (store, &m, "locks", keep_lock, &locks, &lock_bytes, err);
+    }
   rt_strmap_clear (&m.blobs, NULL);
   rt_strmap_clear (&m.trees, NULL);
   flock (store->lock_fd, LOCK_SH);

@@ -40,12 +40,12 @@ struct import
 {
   struct nsbox_store *store;
   enum source_kind kind;
-  char *path;     /* FILE or DIR */
-  char *ref;      /* REF or TAG, or NULL */
-  int dir_fd;     /* oci: directory, else -1 */
-  json_t *index;  /* index.json */
-  json_t *layout; /* oci-layout */
-  json_t *legacy; /* manifest.json */
+  char *path;               /* FILE or DIR */
+  char *ref;                /* REF or TAG, or NULL */
+  int dir_fd;               /* oci: directory, else -1 */
+  json_t *index;            /* index.json */
+  json_t *layout;           /* oci-layout */
+  json_t *legacy;           /* manifest.json */
   struct rt_strmap members; /* legacy member name -> struct member */
   char *copy_buf;
 };
@@ -70,7 +70,7 @@ parse_source (const char *source, struct import *im, struct nsbox_error **err)
       const char *rest = source + n;
       const char *colon = strchr (rest, ':');
       im->kind = kinds[i].kind;
-      im->path = colon ? strndup (rest, (size_t) (colon - rest)) : strdup (rest);
+      im->path = colon ? strndup (rest, (size_t)(colon - rest)) : strdup (rest);
       if (colon && colon[1])
         im->ref = strdup (colon + 1);
       if (!im->path || (colon && colon[1] && !im->ref))
@@ -157,7 +157,7 @@ classify (const char *name)
   if (!slash && plain_name (name, strlen (name))
       && (has_suffix (name, ".json") || has_suffix (name, ".tar")))
     return MEMBER_LEGACY;
-  if (slash && strcmp (slash, "/layer.tar") == 0 && plain_name (name, (size_t) (slash - name)))
+  if (slash && strcmp (slash, "/layer.tar") == 0 && plain_name (name, (size_t)(slash - name)))
     return MEMBER_LEGACY;
   return MEMBER_SKIP;
 }
@@ -166,16 +166,16 @@ static int
 read_json_member (struct archive *ar, const char *name, int64_t size, json_t **out,
                   struct nsbox_error **err)
 {
-  if (size < 0 || size > (int64_t) RT_MAX_JSON_BYTES)
+  if (size < 0 || size > (int64_t)RT_MAX_JSON_BYTES)
     return nsbox_error_set (err, EFBIG, "'%s' is larger than %u bytes", name, RT_MAX_JSON_BYTES);
-  cleanup_free char *buf = malloc ((size_t) size + 1);
+  cleanup_free char *buf = malloc ((size_t)size + 1);
   if (!buf)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  la_ssize_t got = archive_read_data (ar, buf, (size_t) size);
+  la_ssize_t got = archive_read_data (ar, buf, (size_t)size);
   if (got != size)
     return nsbox_error_set (err, EBADMSG, "'%s': truncated", name);
   json_error_t jerr;
-  json_t *doc = json_loadb (buf, (size_t) size, 0, &jerr);
+  json_t *doc = json_loadb (buf, (size_t)size, 0, &jerr);
   if (!doc)
     return nsbox_error_set (err, EBADMSG, "'%s':%d:%d: %s", name, jerr.line, jerr.column,
                             jerr.text);
@@ -197,7 +197,7 @@ copy_member (struct import *im, struct archive *ar, struct nsbox_ingest *ingest,
         return nsbox_error_set (err, EBADMSG, "'%s': %s", name, archive_error_string (ar));
       if (n == 0)
         return 0;
-      int ret = nsbox_ingest_write (ingest, im->copy_buf, (size_t) n, err);
+      int ret = nsbox_ingest_write (ingest, im->copy_buf, (size_t)n, err);
       if (ret < 0)
         return ret;
     }
@@ -258,7 +258,7 @@ take_member (struct import *im, struct archive *ar, struct archive_entry *entry,
             nsbox_ingest_abort (ingest, false);
             return nsbox_error_set (err, ENOMEM, "out of memory");
           }
-        m->size = (int64_t) nsbox_ingest_offset (ingest);
+        m->size = (int64_t)nsbox_ingest_offset (ingest);
         ret = rt_ingest_commit_anon (ingest, NULL, m->digest, err);
         void *old = NULL;
         if (ret < 0 || rt_strmap_put (&im->members, plain, m, &old) < 0)
@@ -356,7 +356,7 @@ ensure_blob (struct import *im, const char *digest, json_int_t size, struct nsbo
               else if (n == 0)
                 break;
               else
-                ret = nsbox_ingest_write (ingest, im->copy_buf, (size_t) n, err);
+                ret = nsbox_ingest_write (ingest, im->copy_buf, (size_t)n, err);
             }
           ret = nsbox_ingest_commit (ingest, err);
           if (ret < 0)
@@ -369,8 +369,9 @@ ensure_blob (struct import *im, const char *digest, json_int_t size, struct nsbo
     return ret;
   struct stat st;
   if (fstat (fd, &st) < 0 || st.st_size != size)
-    return nsbox_error_set (err, EBADMSG, "blob '%s': size differs from its descriptor's %"
-                            JSON_INTEGER_FORMAT, digest, size);
+    return nsbox_error_set (err, EBADMSG,
+                            "blob '%s': size differs from its descriptor's %" JSON_INTEGER_FORMAT,
+                            digest, size);
   return 0;
 }
 
@@ -420,9 +421,9 @@ verify_image (struct import *im, const char *manifest_digest, char platform[64],
     if (ret < 0)
       return ret;
     struct rt_stream *stream = NULL;
-    ret = rt_stream_new (fd, im->store->limits.layer_bytes + im->store->limits.layer_bytes / 4
-                                 + (64u << 20),
-                         &stream, err);
+    ret = rt_stream_new (
+        fd, im->store->limits.layer_bytes + im->store->limits.layer_bytes / 4 + (64u << 20),
+        &stream, err);
     if (ret < 0)
       return ret;
     char diff_id[RT_DIGEST_LEN + 1];
@@ -434,9 +435,9 @@ verify_image (struct import *im, const char *manifest_digest, char platform[64],
       return ret;
     const char *want = json_string_value (json_array_get (diff_ids, i));
     if (!want || strcmp (want, diff_id) != 0)
-      return nsbox_error_set (err, EBADMSG,
-                              "layer %zu: DiffID mismatch: the config says '%s', the content is '%s'",
-                              i, want ? want : "(none)", diff_id);
+      return nsbox_error_set (
+          err, EBADMSG, "layer %zu: DiffID mismatch: the config says '%s', the content is '%s'", i,
+          want ? want : "(none)", diff_id);
   }
   return 0;
 }
@@ -456,7 +457,8 @@ entry_name (json_t *entry)
    * write only the tag into ref.name. */
   json_t *ann = json_object_get (entry, "annotations");
   const char *name = json_string_value (json_object_get (ann, "io.containerd.image.name"));
-  return name ? name : json_string_value (json_object_get (ann, "org.opencontainers.image.ref.name"));
+  return name ? name
+              : json_string_value (json_object_get (ann, "org.opencontainers.image.ref.name"));
 }
 
 static bool
@@ -603,10 +605,10 @@ legacy_manifest (struct import *im, char **digest_out, char **name_out, struct n
   if (!config)
     return nsbox_error_set (err, EBADMSG, "'%s': the config of the image is missing", im->path);
   json_t *layers = json_array ();
-  json_t *manifest = json_pack ("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2,
-                                "mediaType", MEDIA_OCI_MANIFEST, "config", "mediaType",
-                                MEDIA_OCI_CONFIG, "digest", config->digest, "size",
-                                (json_int_t) config->size, "layers", layers);
+  json_t *manifest
+      = json_pack ("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
+                   MEDIA_OCI_MANIFEST, "config", "mediaType", MEDIA_OCI_CONFIG, "digest",
+                   config->digest, "size", (json_int_t)config->size, "layers", layers);
   cleanup_json json_t *holder = manifest;
   if (!manifest)
     return nsbox_error_set (err, ENOMEM, "out of memory");
@@ -617,8 +619,8 @@ legacy_manifest (struct import *im, char **digest_out, char **name_out, struct n
       return nsbox_error_set (err, EBADMSG, "'%s': layer '%s' is missing", im->path,
                               json_string_value (e) ?: "?");
     json_array_append_new (layers, json_pack ("{s:s, s:s, s:I}", "mediaType",
-                                              sniff_layer_type (im, m->digest), "digest",
-                                              m->digest, "size", (json_int_t) m->size));
+                                              sniff_layer_type (im, m->digest), "digest", m->digest,
+                                              "size", (json_int_t)m->size));
   }
   cleanup_free char *text = json_dumps (manifest, JSON_COMPACT | JSON_SORT_KEYS);
   if (!text)
@@ -690,8 +692,7 @@ nsbox_store_import (struct nsbox_store *store, const char *source, char **ref_ou
           json_error_t jerr;
           json_t *doc = fd < 0 ? NULL : json_loadfd (fd, 0, &jerr);
           if (!doc)
-            ret = nsbox_error_set (err, EBADMSG, "'%s/%s': missing or invalid", im.path,
-                                   files[i]);
+            ret = nsbox_error_set (err, EBADMSG, "'%s/%s': missing or invalid", im.path, files[i]);
           else if (i == 0)
             im.layout = doc;
           else
@@ -722,8 +723,8 @@ nsbox_store_import (struct nsbox_store *store, const char *source, char **ref_ou
   if (!ref)
     {
       ret = nsbox_error_set (err, EINVAL, "import '%s': no usable image name (give one: %s:REF)",
-                             source, im.kind == SOURCE_DOCKER_ARCHIVE ? "docker-archive:FILE"
-                                                                        : "oci:DIR");
+                             source,
+                             im.kind == SOURCE_DOCKER_ARCHIVE ? "docker-archive:FILE" : "oci:DIR");
       goto out;
     }
   ret = nsbox_store_tag (store, ref, digest, platform, err);

@@ -17,7 +17,7 @@
 static int
 sys_openat2 (int dir_fd, const char *path, struct open_how *how)
 {
-  return (int) syscall (SYS_openat2, dir_fd, path, how, sizeof *how);
+  return (int)syscall (SYS_openat2, dir_fd, path, how, sizeof *how);
 }
 
 bool
@@ -113,7 +113,7 @@ open_with_walker (int root_fd, const char *path)
       if (!*cursor)
         break;
       char *slash = strchr (cursor, '/');
-      size_t len = slash ? (size_t) (slash - cursor) : strlen (cursor);
+      size_t len = slash ? (size_t)(slash - cursor) : strlen (cursor);
       char comp[256];
       if (len >= sizeof comp)
         {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -80,8 +81,8 @@ clean_path (struct layer *l, const char *raw, char **out, struct nsbox_error **e
 {
   size_t raw_len = strlen (raw);
   if (raw_len > MAX_PATH_BYTES)
-    return nsbox_error_set (err, ENAMETOOLONG, "layer %u: path of %zu bytes exceeds %d",
-                            l->index, raw_len, MAX_PATH_BYTES);
+    return nsbox_error_set (err, ENAMETOOLONG, "layer %u: path of %zu bytes exceeds %d", l->index,
+                            raw_len, MAX_PATH_BYTES);
   cleanup_free char *buf = malloc (raw_len + 1);
   cleanup_free char *copy = strdup (raw);
   if (!buf || !copy)
@@ -97,7 +98,7 @@ clean_path (struct layer *l, const char *raw, char **out, struct nsbox_error **e
           if (len == 0)
             return layer_error (l, err, EBADMSG, raw, "path escapes the root (breakout)");
           char *slash = memrchr (buf, '/', len);
-          len = slash ? (size_t) (slash - buf) : 0;
+          len = slash ? (size_t)(slash - buf) : 0;
           continue;
         }
       size_t clen = strlen (comp);
@@ -182,7 +183,7 @@ join_clamped (const char *dir, const char *target)
       if (strcmp (c, "..") == 0)
         {
           char *slash = len ? memrchr (out, '/', len) : NULL;
-          len = slash ? (size_t) (slash - out) : 0;
+          len = slash ? (size_t)(slash - out) : 0;
           continue;
         }
       if (len)
@@ -318,8 +319,7 @@ clear_target (struct layer *l, int pfd, const char *base, bool new_is_dir, const
     return 1;
   int ret = rt_remove_at (pfd, base);
   if (ret < 0)
-    return nsbox_error_sys (err, -ret, "layer %u: '%s': remove the existing entry", l->index,
-                            path);
+    return nsbox_error_sys (err, -ret, "layer %u: '%s': remove the existing entry", l->index, path);
   return 0;
 }
 
@@ -412,11 +412,12 @@ write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char
 {
   struct rt_limits *lim = &l->u->store->limits;
   int64_t size = archive_entry_size (entry);
-  if (size < 0 || (uint64_t) size > lim->layer_bytes - l->bytes
-      || (uint64_t) size > lim->image_bytes - l->u->image_bytes)
+  if (size < 0 || (uint64_t)size > lim->layer_bytes - l->bytes
+      || (uint64_t)size > lim->image_bytes - l->u->image_bytes)
     return nsbox_error_set (err, EFBIG,
-                            "layer %u: '%s': file of %" PRId64 " bytes exceeds the limit of %"
-                            PRIu64 " bytes per layer or %" PRIu64 " per image",
+                            "layer %u: '%s': file of %" PRId64
+                            " bytes exceeds the limit of %" PRIu64 " bytes per layer or %" PRIu64
+                            " per image",
                             l->index, path, size, lim->layer_bytes, lim->image_bytes);
   cleanup_close int fd
       = openat (pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -436,7 +437,7 @@ write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char
         return layer_error (l, err, EBADMSG, path, "more data than the header says");
       for (la_ssize_t off = 0; off < n;)
         {
-          ssize_t w = write (fd, l->u->copy_buf + off, (size_t) (n - off));
+          ssize_t w = write (fd, l->u->copy_buf + off, (size_t)(n - off));
           if (w < 0 && errno == EINTR)
             continue;
           if (w < 0)
@@ -446,9 +447,9 @@ write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char
     }
   if (copied != size)
     return layer_error (l, err, EBADMSG, path, "truncated file data");
-  l->bytes += (uint64_t) size;
-  l->u->image_bytes += (uint64_t) size;
-  mode_t mode = archive_entry_perm (entry) & 07777 & ~(mode_t) (S_ISUID | S_ISGID);
+  l->bytes += (uint64_t)size;
+  l->u->image_bytes += (uint64_t)size;
+  mode_t mode = archive_entry_perm (entry) & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
   int ret = apply_xattrs (l, entry, fd, path, err);
   if (ret < 0)
     return ret;
@@ -523,8 +524,8 @@ write_hardlink (struct layer *l, const char *raw_target, int pfd, const char *ba
     return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink target '%s' not found",
                             l->index, path, raw_target);
   if (S_ISDIR (st.st_mode))
-    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink to directory '%s'",
-                            l->index, path, raw_target);
+    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink to directory '%s'", l->index,
+                            path, raw_target);
   ret = clear_target (l, pfd, base, false, path, err);
   if (ret < 0)
     return ret;
@@ -544,7 +545,7 @@ write_fifo (struct layer *l, struct archive_entry *entry, int pfd, const char *b
   cleanup_close int fd = openat (pfd, base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return nsbox_error_sys (err, errno, "layer %u: '%s': open fifo", l->index, path);
-  if (fchmod (fd, archive_entry_perm (entry) & 07777 & ~(mode_t) (S_ISUID | S_ISGID)) < 0)
+  if (fchmod (fd, archive_entry_perm (entry) & 07777 & ~(mode_t)(S_ISUID | S_ISGID)) < 0)
     return nsbox_error_sys (err, errno, "layer %u: '%s': chmod", l->index, path);
   struct timespec ts[2];
   entry_times (entry, ts);
@@ -684,8 +685,10 @@ apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **
       if (archive_entry_rdevmajor (entry) > 0xffffffffu
           || archive_entry_rdevminor (entry) > 0xffffffffu)
         return layer_error (l, err, EBADMSG, raw, "device number out of range");
-      rt_store_warn (l->u->store, "warning: layer %u: skipping device node '%s' (not created "
-                     "without privileges; the sandbox has its own /dev)", l->index, lexical);
+      rt_store_warn (l->u->store,
+                     "warning: layer %u: skipping device node '%s' (not created "
+                     "without privileges; the sandbox has its own /dev)",
+                     l->index, lexical);
       return 0;
     }
   if (!hardlink && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO)
@@ -743,11 +746,11 @@ read_callback (struct archive *ar, void *data, const void **buf)
   ssize_t n = rt_stream_read (l->stream, buf);
   if (n < 0)
     {
-      archive_set_error (ar, (int) -n, "%s", rt_stream_error (l->stream));
+      archive_set_error (ar, (int)-n, "%s", rt_stream_error (l->stream));
       return -1;
     }
   l->chunk = *buf;
-  l->chunk_len = (size_t) n;
+  l->chunk_len = (size_t)n;
   return n;
 }
 
@@ -807,15 +810,15 @@ check_typeflag (struct layer *l, const char *name, struct nsbox_error **err)
   if (data_start < 512)
     return nsbox_error_set (err, EIO, "layer %u: '%s': tar header not found in the stream",
                             l->index, name);
-  uint64_t header = (uint64_t) data_start - 512;
+  uint64_t header = (uint64_t)data_start - 512;
   unsigned char type;
   if (!byte_at (l, header + 156, &type))
     return nsbox_error_set (err, EIO, "layer %u: '%s': tar header not found in the stream",
                             l->index, name);
   if (type == '\0' || (type >= '0' && type <= '7'))
     return 0;
-  return nsbox_error_set (err, EBADMSG, "layer %u: '%s': unsupported tar entry type '%c'",
-                          l->index, name, type >= 0x20 && type < 0x7f ? type : '?');
+  return nsbox_error_set (err, EBADMSG, "layer %u: '%s': unsupported tar entry type '%c'", l->index,
+                          name, type >= 0x20 && type < 0x7f ? type : '?');
 }
 
 static int
@@ -854,6 +857,14 @@ rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *diff_id, unsigned
 {
   struct layer l = { .u = u, .index = index };
   struct rt_limits *lim = &u->store->limits;
+  /* The compressed size is a floor for what the layer will take. */
+  struct stat blob;
+  struct statvfs fs;
+  if (fstat (blob_fd, &blob) == 0 && fstatvfs (u->root_fd, &fs) == 0
+      && (uint64_t) fs.f_bavail * fs.f_frsize < (uint64_t) blob.st_size)
+    return nsbox_error_set (err, ENOSPC, "layer %u: %llu bytes free, the layer alone is %lld",
+                            index, (unsigned long long) fs.f_bavail * fs.f_frsize,
+                            (long long) blob.st_size);
   /* Tar headers and padding on top of the file data. */
   uint64_t stream_limit = lim->layer_bytes + lim->layer_bytes / 4 + (64u << 20);
   int ret = rt_stream_new (blob_fd, stream_limit, &l.stream, err);
@@ -936,7 +947,7 @@ deeper_first (const void *a, const void *b)
 static int
 by_path (const void *a, const void *b)
 {
-  return strcmp (((const struct dir_item *) a)->path, ((const struct dir_item *) b)->path);
+  return strcmp (((const struct dir_item *)a)->path, ((const struct dir_item *)b)->path);
 }
 
 /* Opens path (lexical, below the root) without following its last
@@ -1027,7 +1038,7 @@ rt_unpack_finish (struct rt_unpack *u, FILE *ownership, FILE *added, struct nsbo
         continue;
       write_tsv_path (ownership, items[i].path);
       fprintf (ownership, "\t%" PRId64 "\t%" PRId64 "\t%04o\n", items[i].meta->uid,
-               items[i].meta->gid, (unsigned) (items[i].meta->mode & 07777));
+               items[i].meta->gid, (unsigned)(items[i].meta->mode & 07777));
     }
   if (ferror (ownership) || ferror (added))
     return nsbox_error_set (err, EIO, "write ownership.tsv");

@@ -13,8 +13,8 @@ struct rt_unpack;
 
 /* An applier writing into the directory root_fd (kept open by the caller;
  * an O_RDONLY|O_DIRECTORY fd of an empty directory the caller owns). */
-NSBOX_INTERNAL int rt_unpack_new (struct nsbox_store *store, int root_fd,
-                                  struct rt_unpack **out, struct nsbox_error **err);
+NSBOX_INTERNAL int rt_unpack_new (struct nsbox_store *store, int root_fd, struct rt_unpack **out,
+                                  struct nsbox_error **err);
 /* Applies one layer blob (compressed or not: the format is sniffed) and
  * checks the sha256 of its whole uncompressed stream against diff_id. */
 NSBOX_INTERNAL int rt_unpack_layer (struct rt_unpack *unpack, int blob_fd, const char *diff_id,

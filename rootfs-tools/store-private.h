@@ -75,12 +75,11 @@ NSBOX_INTERNAL int rt_store_make_tmp (struct nsbox_store *store, char name[64], 
 NSBOX_INTERNAL int rt_ingest_begin_anon (struct nsbox_store *store, struct nsbox_ingest **out,
                                          struct nsbox_error **err);
 NSBOX_INTERNAL int rt_ingest_commit_anon (struct nsbox_ingest *ingest, const char *expected,
-                                          char digest[RT_DIGEST_LEN + 1],
-                                          struct nsbox_error **err);
+                                          char digest[RT_DIGEST_LEN + 1], struct nsbox_error **err);
 
 /* Parses a JSON blob from the store (at most RT_MAX_JSON_BYTES). */
-NSBOX_INTERNAL int rt_store_read_json (struct nsbox_store *store, const char *digest,
-                                       json_t **out, struct nsbox_error **err);
+NSBOX_INTERNAL int rt_store_read_json (struct nsbox_store *store, const char *digest, json_t **out,
+                                       struct nsbox_error **err);
 /* Parses index.json (an empty index when missing). */
 NSBOX_INTERNAL int rt_store_load_index (struct nsbox_store *store, json_t **out,
                                         struct nsbox_error **err);
@@ -95,7 +94,6 @@ NSBOX_INTERNAL int rt_chain_id (json_t *diff_ids, char out[RT_DIGEST_LEN + 1],
 /* Reference normalisation used for lookups: "python" ->
  * "docker.io/library/python:latest". Returns NULL when ref is unusable. */
 NSBOX_INTERNAL char *rt_normalize_ref (const char *ref);
-
 
 static inline void
 rt_json_unrefp (json_t **j)

@@ -104,7 +104,7 @@ random_u64 (void)
   static uint64_t counter;
   uint64_t rnd = 0;
   if (getrandom (&rnd, sizeof rnd, 0) != sizeof rnd)
-    rnd = ((uint64_t) time (NULL) << 32) ^ ((uint64_t) getpid () << 12);
+    rnd = ((uint64_t)time (NULL) << 32) ^ ((uint64_t)getpid () << 12);
   return rnd ^ __atomic_add_fetch (&counter, 1, __ATOMIC_RELAXED);
 }
 
@@ -181,7 +181,7 @@ write_file_at (int dir_fd, const char *name, const char *data, size_t len, mode_
           return -saved;
         }
       data += n;
-      len -= (size_t) n;
+      len -= (size_t)n;
     }
   if (fsync (fd) < 0 || renameat (dir_fd, tmp, dir_fd, name) < 0)
     {
@@ -215,8 +215,7 @@ nsbox_store_open (const char *root, struct nsbox_store **out, struct nsbox_error
   cleanup_free char *path = root ? strdup (root) : default_root ();
   if (!path)
     return root ? nsbox_error_set (err, ENOMEM, "out of memory")
-                : nsbox_error_set (err, EINVAL,
-                                   "no image store location: set NSBOX_STORE or HOME");
+                : nsbox_error_set (err, EINVAL, "no image store location: set NSBOX_STORE or HOME");
   if (!*path)
     return nsbox_error_set (err, EINVAL, "image store path is empty");
   int ret = mkdir_p (path, 0700);
@@ -326,7 +325,7 @@ rt_store_make_tmp (struct nsbox_store *store, char name[64], int *dir_fd, struct
     {
       uint64_t rnd = 0;
       if (getrandom (&rnd, sizeof rnd, 0) != sizeof rnd)
-        rnd = (uint64_t) time (NULL) ^ ((uint64_t) getpid () << 20) ^ (uint64_t) attempt;
+        rnd = (uint64_t)time (NULL) ^ ((uint64_t)getpid () << 20) ^ (uint64_t)attempt;
       char rel[96];
       snprintf (name, 64, "%016" PRIx64, rnd);
       snprintf (rel, sizeof rel, "tmp/%s", name);
@@ -396,23 +395,23 @@ nsbox_store_read_blob (struct nsbox_store *store, const char *digest, size_t max
   struct stat st;
   if (fstat (fd, &st) < 0)
     return nsbox_error_sys (err, errno, "stat blob '%s'", digest);
-  if ((uint64_t) st.st_size > max_size)
+  if ((uint64_t)st.st_size > max_size)
     return nsbox_error_set (err, EFBIG, "blob '%s' is %lld bytes, more than the limit of %zu",
-                            digest, (long long) st.st_size, max_size);
-  cleanup_free char *buf = malloc ((size_t) st.st_size + 1);
+                            digest, (long long)st.st_size, max_size);
+  cleanup_free char *buf = malloc ((size_t)st.st_size + 1);
   if (!buf)
     return nsbox_error_set (err, ENOMEM, "out of memory");
   size_t got = 0;
-  while (got < (size_t) st.st_size)
+  while (got < (size_t)st.st_size)
     {
-      ssize_t n = read (fd, buf + got, (size_t) st.st_size - got);
+      ssize_t n = read (fd, buf + got, (size_t)st.st_size - got);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
         return nsbox_error_sys (err, errno, "read blob '%s'", digest);
       if (n == 0)
         break;
-      got += (size_t) n;
+      got += (size_t)n;
     }
   buf[got] = '\0';
   *data = TAKE_PTR (buf);
@@ -432,8 +431,8 @@ rt_store_read_json (struct nsbox_store *store, const char *digest, json_t **out,
   json_error_t jerr;
   json_t *doc = json_loadb (data, len, JSON_REJECT_DUPLICATES, &jerr);
   if (!doc)
-    return nsbox_error_set (err, EBADMSG, "blob '%s': invalid JSON at %d:%d: %s", digest,
-                            jerr.line, jerr.column, jerr.text);
+    return nsbox_error_set (err, EBADMSG, "blob '%s': invalid JSON at %d:%d: %s", digest, jerr.line,
+                            jerr.column, jerr.text);
   if (!json_is_object (doc))
     {
       json_decref (doc);
@@ -473,8 +472,8 @@ ingest_rehash (struct nsbox_ingest *ingest, struct nsbox_error **err)
         return nsbox_error_sys (err, errno, "read '%s'", ingest->name);
       if (n == 0)
         break;
-      rt_sha256_update (&ingest->hash, buf, (size_t) n);
-      ingest->offset += (uint64_t) n;
+      rt_sha256_update (&ingest->hash, buf, (size_t)n);
+      ingest->offset += (uint64_t)n;
     }
   return 0;
 }
@@ -530,8 +529,8 @@ nsbox_store_ingest_begin (struct nsbox_store *store, const char *digest, int64_t
     }
   ingest->lock_fd = lock_fd;
   snprintf (ingest->name, sizeof ingest->name, "ingest/%s.partial", digest + 7);
-  ingest->fd = openat (store->root_fd, ingest->name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-                       0600);
+  ingest->fd
+      = openat (store->root_fd, ingest->name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (ingest->fd < 0)
     {
       ret = nsbox_error_sys (err, errno, "open '%s/%s'", store->root, ingest->name);
@@ -569,8 +568,7 @@ rt_ingest_begin_anon (struct nsbox_store *store, struct nsbox_ingest **out,
   int ret = ingest_new (store, NULL, -1, &ingest, err);
   if (ret < 0)
     return ret;
-  snprintf (ingest->name, sizeof ingest->name, "ingest/anon-%016" PRIx64 ".partial",
-            random_u64 ());
+  snprintf (ingest->name, sizeof ingest->name, "ingest/anon-%016" PRIx64 ".partial", random_u64 ());
   ingest->fd = openat (store->root_fd, ingest->name,
                        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (ingest->fd < 0)
@@ -599,9 +597,10 @@ int
 nsbox_ingest_write (struct nsbox_ingest *ingest, const void *buf, size_t len,
                     struct nsbox_error **err)
 {
-  if (ingest->expected_size >= 0 && ingest->offset + len > (uint64_t) ingest->expected_size)
-    return nsbox_error_set (err, EBADMSG, "blob '%s' is larger than its descriptor's %" PRId64
-                            " bytes", ingest->digest, ingest->expected_size);
+  if (ingest->expected_size >= 0 && ingest->offset + len > (uint64_t)ingest->expected_size)
+    return nsbox_error_set (err, EBADMSG,
+                            "blob '%s' is larger than its descriptor's %" PRId64 " bytes",
+                            ingest->digest, ingest->expected_size);
   const char *p = buf;
   size_t left = len;
   while (left > 0)
@@ -612,7 +611,7 @@ nsbox_ingest_write (struct nsbox_ingest *ingest, const void *buf, size_t len,
       if (n < 0)
         return nsbox_error_sys (err, errno, "write '%s/%s'", ingest->store->root, ingest->name);
       p += n;
-      left -= (size_t) n;
+      left -= (size_t)n;
     }
   rt_sha256_update (&ingest->hash, buf, len);
   ingest->offset += len;
@@ -653,7 +652,7 @@ nsbox_ingest_commit (struct nsbox_ingest *ingest, struct nsbox_error **err)
 {
   int ret;
   char computed[RT_DIGEST_LEN + 1];
-  if (ingest->expected_size >= 0 && ingest->offset != (uint64_t) ingest->expected_size)
+  if (ingest->expected_size >= 0 && ingest->offset != (uint64_t)ingest->expected_size)
     {
       ret = nsbox_error_set (err, EBADMSG, "blob '%s': size %" PRIu64 " instead of %" PRId64,
                              ingest->digest, ingest->offset, ingest->expected_size);
@@ -662,8 +661,8 @@ nsbox_ingest_commit (struct nsbox_ingest *ingest, struct nsbox_error **err)
   rt_sha256_final (&ingest->hash, computed);
   if (strcmp (computed, ingest->digest) != 0)
     {
-      ret = nsbox_error_set (err, EBADMSG, "blob '%s': digest mismatch (got '%s')",
-                             ingest->digest, computed);
+      ret = nsbox_error_set (err, EBADMSG, "blob '%s': digest mismatch (got '%s')", ingest->digest,
+                             computed);
       goto discard;
     }
   ret = ingest_finish (ingest, computed, err);
@@ -734,7 +733,7 @@ nsbox_store_put_blob (struct nsbox_store *store, const char *digest, const void 
                             computed);
   struct nsbox_ingest *ingest = NULL;
   bool already = false;
-  int ret = nsbox_store_ingest_begin (store, computed, (int64_t) len, &ingest, &already, NULL, err);
+  int ret = nsbox_store_ingest_begin (store, computed, (int64_t)len, &ingest, &already, NULL, err);
   if (ret < 0)
     return ret;
   if (!already)
@@ -869,8 +868,8 @@ nsbox_store_tag (struct nsbox_store *store, const char *ref, const char *manifes
     }
   json_t *ann = json_pack ("{s:s, s:s}", "org.opencontainers.image.ref.name", ref,
                            "io.containerd.image.name", ref);
-  json_t *entry = json_pack ("{s:s, s:s, s:I, s:o}", "mediaType", media, "digest",
-                             manifest_digest, "size", (json_int_t) st.st_size, "annotations", ann);
+  json_t *entry = json_pack ("{s:s, s:s, s:I, s:o}", "mediaType", media, "digest", manifest_digest,
+                             "size", (json_int_t)st.st_size, "annotations", ann);
   if (!ann || !entry)
     return nsbox_error_set (err, ENOMEM, "out of memory");
   if (platform && *platform)

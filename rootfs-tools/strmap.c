@@ -10,7 +10,7 @@ static uint64_t
 hash_key (const char *key)
 {
   uint64_t h = 1469598103934665603ull;
-  for (const unsigned char *p = (const unsigned char *) key; *p; p++)
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++)
     {
       h ^= *p;
       h *= 1099511628211ull;

@@ -23,8 +23,7 @@ struct rt_strmap
 NSBOX_INTERNAL void *rt_strmap_get (const struct rt_strmap *map, const char *key);
 NSBOX_INTERNAL bool rt_strmap_has (const struct rt_strmap *map, const char *key);
 /* Inserts or replaces; *old gets the replaced value (or NULL). */
-NSBOX_INTERNAL int rt_strmap_put (struct rt_strmap *map, const char *key, void *value,
-                                  void **old);
+NSBOX_INTERNAL int rt_strmap_put (struct rt_strmap *map, const char *key, void *value, void **old);
 /* Frees the keys, and the values with free_value when non-NULL. */
 NSBOX_INTERNAL void rt_strmap_clear (struct rt_strmap *map, void (*free_value) (void *));
 

@@ -74,11 +74,11 @@ check_manifest (json_t *manifest, const char *digest, json_t **config_desc,
                 struct nsbox_error **err)
 {
   if (json_object_get (manifest, "manifests"))
-    return nsbox_error_set (err, EBADMSG,
-                            "manifest '%s' holds both 'manifests' and an image (or is an index)",
-                            digest);
+    return nsbox_error_set (
+        err, EBADMSG, "manifest '%s' holds both 'manifests' and an image (or is an index)", digest);
   const char *media = json_string_value (json_object_get (manifest, "mediaType"));
-  if (media && strcmp (media, MEDIA_OCI_MANIFEST) != 0 && strcmp (media, MEDIA_DOCKER_MANIFEST) != 0)
+  if (media && strcmp (media, MEDIA_OCI_MANIFEST) != 0
+      && strcmp (media, MEDIA_DOCKER_MANIFEST) != 0)
     return nsbox_error_set (err, EBADMSG, "manifest '%s': unsupported media type '%s'", digest,
                             media);
   json_t *config = json_object_get (manifest, "config");
@@ -94,9 +94,8 @@ check_manifest (json_t *manifest, const char *digest, json_t **config_desc,
     if (!nsbox_digest_valid (ld) || !json_is_integer (json_object_get (l, "size")))
       return nsbox_error_set (err, EBADMSG, "manifest '%s': layer %zu: bad descriptor", digest, i);
     if (!lm || !layer_media_type_ok (lm))
-      return nsbox_error_set (err, EBADMSG,
-                              "manifest '%s': layer %zu: unsupported media type '%s'", digest, i,
-                              lm ? lm : "(none)");
+      return nsbox_error_set (err, EBADMSG, "manifest '%s': layer %zu: unsupported media type '%s'",
+                              digest, i, lm ? lm : "(none)");
   }
   *config_desc = config;
   return 0;
@@ -115,8 +114,9 @@ load_config (struct nsbox_store *store, json_t *desc, json_t *layers, json_t **o
   int ret = nsbox_store_read_blob (store, digest, RT_MAX_JSON_BYTES, &data, &len, err);
   if (ret < 0)
     return nsbox_error_prefix (err, "config");
-  if ((json_int_t) len != json_integer_value (size))
-    return nsbox_error_set (err, EBADMSG, "config '%s': size %zu, the manifest says %" JSON_INTEGER_FORMAT,
+  if ((json_int_t)len != json_integer_value (size))
+    return nsbox_error_set (err, EBADMSG,
+                            "config '%s': size %zu, the manifest says %" JSON_INTEGER_FORMAT,
                             digest, len, json_integer_value (size));
   char computed[RT_DIGEST_LEN + 1];
   if (rt_sha256_buffer (data, len, computed) < 0)
@@ -135,8 +135,7 @@ load_config (struct nsbox_store *store, json_t *desc, json_t *layers, json_t **o
     return nsbox_error_set (err, EBADMSG, "config '%s': rootfs.type is not \"layers\"", digest);
   json_t *diff_ids = json_object_get (rootfs, "diff_ids");
   if (!json_is_array (diff_ids) || json_array_size (diff_ids) != json_array_size (layers))
-    return nsbox_error_set (err, EBADMSG,
-                            "config '%s': %zu diff_ids for %zu layers", digest,
+    return nsbox_error_set (err, EBADMSG, "config '%s': %zu diff_ids for %zu layers", digest,
                             json_array_size (diff_ids), json_array_size (layers));
   *out = TAKE_PTR (config);
   return 0;
@@ -182,7 +181,7 @@ write_text_at (int dir_fd, const char *name, const char *data, size_t len, struc
       if (n < 0)
         return nsbox_error_sys (err, errno, "write '%s'", name);
       data += n;
-      len -= (size_t) n;
+      len -= (size_t)n;
     }
   if (fsync (fd) < 0)
     return nsbox_error_sys (err, errno, "fsync '%s'", name);
@@ -206,12 +205,13 @@ stream_to_file (int dir_fd, const char *name, FILE **out, struct nsbox_error **e
 
 /* Builds the tree in the locked work directory tmp_fd. */
 static int
-build_tree (struct nsbox_store *store, json_t *layers, json_t *diff_ids, json_t *config,
-            int tmp_fd, struct nsbox_error **err)
+build_tree (struct nsbox_store *store, json_t *layers, json_t *diff_ids, json_t *config, int tmp_fd,
+            struct nsbox_error **err)
 {
   if (mkdirat (tmp_fd, "rootfs", 0700) < 0)
     return nsbox_error_sys (err, errno, "create rootfs directory");
-  cleanup_close int root_fd = openat (tmp_fd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  cleanup_close int root_fd
+      = openat (tmp_fd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (root_fd < 0)
     return nsbox_error_sys (err, errno, "open rootfs directory");
   struct rt_unpack *u = NULL;
@@ -232,11 +232,13 @@ build_tree (struct nsbox_store *store, json_t *layers, json_t *diff_ids, json_t 
     struct stat st;
     if (fstat (fd, &st) < 0 || st.st_size != size)
       {
-        ret = nsbox_error_set (err, EBADMSG, "layer %zu: blob '%s' is not %" JSON_INTEGER_FORMAT
-                               " bytes as its descriptor says", i, digest, size);
+        ret = nsbox_error_set (err, EBADMSG,
+                               "layer %zu: blob '%s' is not %" JSON_INTEGER_FORMAT
+                               " bytes as its descriptor says",
+                               i, digest, size);
         goto out;
       }
-    ret = rt_unpack_layer (u, fd, json_string_value (json_array_get (diff_ids, i)), (unsigned) i,
+    ret = rt_unpack_layer (u, fd, json_string_value (json_array_get (diff_ids, i)), (unsigned)i,
                            err);
     if (ret < 0)
       goto out;
@@ -422,7 +424,8 @@ nsbox_store_list (struct nsbox_store *store, struct nsbox_store_image **images, 
     {
       json_t *e = json_array_get (manifests, i);
       json_t *ann = json_object_get (e, "annotations");
-      const char *ref = json_string_value (json_object_get (ann, "org.opencontainers.image.ref.name"));
+      const char *ref
+          = json_string_value (json_object_get (ann, "org.opencontainers.image.ref.name"));
       const char *digest = json_string_value (json_object_get (e, "digest"));
       const char *platform = json_string_value (json_object_get (ann, "nsbox.platform"));
       if (!ref || !nsbox_digest_valid (digest))

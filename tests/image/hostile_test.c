@@ -62,7 +62,7 @@ static char *
 token_name (const char *prefix)
 {
   char *s = NULL;
-  cr_assert (asprintf (&s, "%s-%d-%ld", prefix, getpid (), (long) random ()) >= 0);
+  cr_assert (asprintf (&s, "%s-%d-%ld", prefix, getpid (), (long)random ()) >= 0);
   return s;
 }
 
@@ -93,8 +93,9 @@ symlink_dir_case (const char *target)
 {
   char *name = token_name ("unbroken");
   char *body = NULL;
-  cr_assert (asprintf (&body, "l = layer()\nD(l, 'etc')\nS(l, 'localetc', '%s')\n"
-                              "F(l, 'localetc/%s')\n",
+  cr_assert (asprintf (&body,
+                       "l = layer()\nD(l, 'etc')\nS(l, 'localetc', '%s')\n"
+                       "F(l, 'localetc/%s')\n",
                        target, name)
              >= 0);
   char *rootfs = expect_unpacked (body);
@@ -112,10 +113,7 @@ symlink_dir_case (const char *target)
   free (name);
 }
 
-Test (hostile, absolute_symlink_parent_resolves_inside_the_rootfs)
-{
-  symlink_dir_case ("/etc");
-}
+Test (hostile, absolute_symlink_parent_resolves_inside_the_rootfs) { symlink_dir_case ("/etc"); }
 
 Test (hostile, dotdot_inside_a_symlink_target_resolves_inside_the_rootfs)
 {
@@ -143,10 +141,7 @@ loophole_case (void)
   free (rootfs);
 }
 
-Test (hostile, relative_symlink_to_the_victim_stays_inside)
-{
-  loophole_case ();
-}
+Test (hostile, relative_symlink_to_the_victim_stays_inside) { loophole_case (); }
 
 Test (hostile, relative_symlink_to_the_victim_stays_inside_with_the_userspace_walker)
 {
@@ -158,9 +153,9 @@ Test (hostile, symlink_to_root_from_a_lower_layer_is_followed_in_root)
 {
   char *name = token_name ("x");
   char *body = NULL;
-  cr_assert (asprintf (&body, "l = layer()\nS(l, 'foo', '/')\nl = layer()\nF(l, 'foo/tmp/%s')\n",
-                       name)
-             >= 0);
+  cr_assert (
+      asprintf (&body, "l = layer()\nS(l, 'foo', '/')\nl = layer()\nF(l, 'foo/tmp/%s')\n", name)
+      >= 0);
   char *rootfs = expect_unpacked (body);
   char *rel = NULL, *host = NULL;
   cr_assert (asprintf (&rel, "tmp/%s", name) >= 0 && asprintf (&host, "/tmp/%s", name) >= 0);
@@ -178,14 +173,12 @@ Test (hostile, symlink_to_root_from_a_lower_layer_is_followed_in_root)
 
 Test (hostile, hardlinks_out_of_the_root_are_rejected)
 {
-  expect_rejected ("l = layer()\nH(l, 'h', '../victim/hello')\n", EXIT_INVALID_IMAGE,
-                   "breakout");
+  expect_rejected ("l = layer()\nH(l, 'h', '../victim/hello')\n", EXIT_INVALID_IMAGE, "breakout");
 }
 
 Test (hostile, hardlinks_to_absolute_dotdot_are_rejected)
 {
-  expect_rejected ("l = layer()\nH(l, 'h', '/../victim/hello')\n", EXIT_INVALID_IMAGE,
-                   "breakout");
+  expect_rejected ("l = layer()\nH(l, 'h', '/../victim/hello')\n", EXIT_INVALID_IMAGE, "breakout");
 }
 
 Test (hostile, hardlinks_to_absolute_paths_link_the_rootfs_inode)
@@ -211,8 +204,9 @@ Test (hostile, hardlink_to_a_missing_absolute_path_is_rejected)
 Test (hostile, hardlink_to_a_symlink_to_a_host_file_never_chmods_the_host_file)
 {
   char *body = NULL;
-  cr_assert (asprintf (&body, "l = layer()\nS(l, 's', '%s/hello')\nH(l, 'h', 's', mode=0o777)\n"
-                              "F(l, 'h2', mode=0o777)\n",
+  cr_assert (asprintf (&body,
+                       "l = layer()\nS(l, 's', '%s/hello')\nH(l, 'h', 's', mode=0o777)\n"
+                       "F(l, 'h2', mode=0o777)\n",
                        fx.victim)
              >= 0);
   char *rootfs = expect_unpacked (body);
@@ -259,11 +253,12 @@ Test (hostile, invalid_whiteouts_are_rejected)
 
 Test (hostile, whiteouts_through_symlinks_stay_in_the_rootfs)
 {
-  char *rootfs = expect_unpacked ("l = layer()\nD(l, 'etc'); F(l, 'etc/passwd'); F(l, 'etc/group')\n"
-                                  "S(l, 'localetc', '/etc'); S(l, 'other', '/etc')\n"
-                                  "S(l, 'dead', '/nonexistent')\n"
-                                  "l = layer()\nF(l, '.wh.localetc'); F(l, 'other/.wh.passwd')\n"
-                                  "F(l, 'dead/.wh.x')\n");
+  char *rootfs
+      = expect_unpacked ("l = layer()\nD(l, 'etc'); F(l, 'etc/passwd'); F(l, 'etc/group')\n"
+                         "S(l, 'localetc', '/etc'); S(l, 'other', '/etc')\n"
+                         "S(l, 'dead', '/nonexistent')\n"
+                         "l = layer()\nF(l, '.wh.localetc'); F(l, 'other/.wh.passwd')\n"
+                         "F(l, 'dead/.wh.x')\n");
   cr_assert (!exists_in (rootfs, "localetc"), ".wh.localetc removes the link");
   cr_assert (exists_in (rootfs, "etc/group"), "and not its target");
   cr_assert (!exists_in (rootfs, "etc/passwd"), "other/.wh.passwd removes rootfs/etc/passwd");
@@ -368,6 +363,5 @@ Test (hostile, sparse_and_unknown_entry_types_are_rejected)
 
 Test (hostile, a_file_used_as_a_directory_is_enotdir)
 {
-  expect_rejected ("l = layer()\nF(l, 'a'); F(l, 'a/b')\n", EXIT_INVALID_IMAGE,
-                   "not a directory");
+  expect_rejected ("l = layer()\nF(l, 'a'); F(l, 'a/b')\n", EXIT_INVALID_IMAGE, "not a directory");
 }

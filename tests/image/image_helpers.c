@@ -46,7 +46,7 @@ read_fd_all (int fd)
         continue;
       if (n <= 0)
         break;
-      len += (size_t) n;
+      len += (size_t)n;
     }
   buf[len] = '\0';
   return buf;
@@ -75,7 +75,7 @@ vsh (struct fx *fx, struct cmd_out *out, const char *fmt, va_list ap)
       setenv ("T", fx->dir, 1);
       setenv ("STORE", fx->store, 1);
       setenv ("IMG", bin, 1);
-      execl ("/bin/sh", "sh", "-ec", script, (char *) NULL);
+      execl ("/bin/sh", "sh", "-ec", script, (char *)NULL);
       _exit (127);
     }
   close (pipefd[1]);
@@ -184,10 +184,12 @@ static const char prelude[]
       "    l['entries'].append((ti, data))\n"
       "def F(l, name, data=b'x', mode=0o644, **kw): add(l, name, data=data, mode=mode, **kw)\n"
       "def D(l, name, mode=0o755, **kw): add(l, name, tarfile.DIRTYPE, mode=mode, **kw)\n"
-      "def S(l, name, target, **kw): add(l, name, tarfile.SYMTYPE, linkname=target, mode=0o777, **kw)\n"
+      "def S(l, name, target, **kw): add(l, name, tarfile.SYMTYPE, linkname=target, mode=0o777, "
+      "**kw)\n"
       "def H(l, name, target, **kw): add(l, name, tarfile.LNKTYPE, linkname=target, **kw)\n"
       "def P(l, name, **kw): add(l, name, tarfile.FIFOTYPE, **kw)\n"
-      "def C(l, name, major=1, minor=3, **kw): add(l, name, tarfile.CHRTYPE, major=major, minor=minor, **kw)\n"
+      "def C(l, name, major=1, minor=3, **kw): add(l, name, tarfile.CHRTYPE, major=major, "
+      "minor=minor, **kw)\n"
       "raw_layers = {}\n";
 
 static const char epilogue[]
@@ -236,21 +238,22 @@ import_and_unpack (struct fx *fx, struct cmd_out *out)
 char *
 tree_hash (const char *path)
 {
-  struct fx fx = { .dir = (char *) "/", .store = (char *) "", .victim = (char *) "" };
+  struct fx fx = { .dir = (char *)"/", .store = (char *)"", .victim = (char *)"" };
   char *q = NULL;
-  cr_assert (asprintf (&q, "/usr/bin/python3 - '%s' <<'PY'\n"
-                           "import hashlib, os, stat, sys\n"
-                           "root = sys.argv[1]; h = hashlib.sha256()\n"
-                           "for d, dirs, files in os.walk(root):\n"
-                           "    dirs.sort()\n"
-                           "    for n in sorted(dirs + files):\n"
-                           "        p = os.path.join(d, n); st = os.lstat(p)\n"
-                           "        h.update(f'{os.path.relpath(p, root)} {stat.S_IFMT(st.st_mode)} "
-                           "{stat.S_IMODE(st.st_mode):o} {st.st_mtime_ns}'.encode())\n"
-                           "        if stat.S_ISLNK(st.st_mode): h.update(os.readlink(p).encode())\n"
-                           "        elif stat.S_ISREG(st.st_mode): h.update(open(p, 'rb').read())\n"
-                           "print(h.hexdigest())\n"
-                           "PY",
+  cr_assert (asprintf (&q,
+                       "/usr/bin/python3 - '%s' <<'PY'\n"
+                       "import hashlib, os, stat, sys\n"
+                       "root = sys.argv[1]; h = hashlib.sha256()\n"
+                       "for d, dirs, files in os.walk(root):\n"
+                       "    dirs.sort()\n"
+                       "    for n in sorted(dirs + files):\n"
+                       "        p = os.path.join(d, n); st = os.lstat(p)\n"
+                       "        h.update(f'{os.path.relpath(p, root)} {stat.S_IFMT(st.st_mode)} "
+                       "{stat.S_IMODE(st.st_mode):o} {st.st_mtime_ns}'.encode())\n"
+                       "        if stat.S_ISLNK(st.st_mode): h.update(os.readlink(p).encode())\n"
+                       "        elif stat.S_ISREG(st.st_mode): h.update(open(p, 'rb').read())\n"
+                       "print(h.hexdigest())\n"
+                       "PY",
                        path)
              >= 0);
   char *out = sh_ok (&fx, "%s", q);

@@ -113,16 +113,15 @@ Test (layers, replacement_merge_and_read_only_dirs_get_their_final_modes_last)
 
 Test (layers, hardlinks_fifos_devices_setuid_and_privileged_xattrs)
 {
-  build_image (&fx,
-               "l = layer()\n"
-               "F(l, 'f1', 'data'); H(l, 'h1', 'f1'); P(l, 'fifo', mode=0o640)\n"
-               "D(l, 'dev'); C(l, 'dev/null', 1, 3)\n"
-               "F(l, 'suid', mode=0o4755); F(l, 'sgid', mode=0o2755)\n"
-               "F(l, 'owned', uid=1000, gid=1001, mode=0o600)\n"
-               "F(l, 'cap', pax={'SCHILY.xattr.security.capability': 'x'})\n"
-               "S(l, 'abs', '/usr/lib')\n"
-               "l = layer()\n"
-               "H(l, 'h2', 'f1')\n");
+  build_image (&fx, "l = layer()\n"
+                    "F(l, 'f1', 'data'); H(l, 'h1', 'f1'); P(l, 'fifo', mode=0o640)\n"
+                    "D(l, 'dev'); C(l, 'dev/null', 1, 3)\n"
+                    "F(l, 'suid', mode=0o4755); F(l, 'sgid', mode=0o2755)\n"
+                    "F(l, 'owned', uid=1000, gid=1001, mode=0o600)\n"
+                    "F(l, 'cap', pax={'SCHILY.xattr.security.capability': 'x'})\n"
+                    "S(l, 'abs', '/usr/lib')\n"
+                    "l = layer()\n"
+                    "H(l, 'h2', 'f1')\n");
   struct cmd_out out;
   import_and_unpack (&fx, &out);
   cr_assert_eq (out.status, 0, "%s", out.err);
@@ -136,8 +135,8 @@ Test (layers, hardlinks_fifos_devices_setuid_and_privileged_xattrs)
   cr_assert (strstr (out.err, "skipping device node 'dev/null'"), "%s", out.err);
   cr_assert_eq (stat_in (r, "suid").st_mode & 07777, 0755, "setuid stripped");
   cr_assert_eq (stat_in (r, "sgid").st_mode & 07777, 0755, "setgid stripped");
-  cr_assert (strstr (out.err, "dropping privileged extended attribute 'security.capability'"),
-             "%s", out.err);
+  cr_assert (strstr (out.err, "dropping privileged extended attribute 'security.capability'"), "%s",
+             out.err);
   char link[64] = "";
   char *abs = in_root (r, "abs");
   cr_assert (readlink (abs, link, sizeof link - 1) > 0);

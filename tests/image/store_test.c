@@ -73,16 +73,14 @@ Test (store, an_interrupted_ingest_resumes_after_rehashing_its_prefix)
   struct nsbox_ingest *ingest = NULL;
   bool already = true;
   uint64_t offset = 99;
-  cr_assert (nsbox_store_ingest_begin (store, DIGEST_OF_HELLO, 5, &ingest, &already, &offset,
-                                       &err)
+  cr_assert (nsbox_store_ingest_begin (store, DIGEST_OF_HELLO, 5, &ingest, &already, &offset, &err)
              == 0);
   cr_assert (!already);
   cr_assert_eq (offset, 0);
   cr_assert (nsbox_ingest_write (ingest, "hel", 3, &err) == 0);
   nsbox_ingest_abort (ingest, true);
   cr_assert (!nsbox_store_has_blob (store, DIGEST_OF_HELLO));
-  cr_assert (nsbox_store_ingest_begin (store, DIGEST_OF_HELLO, 5, &ingest, &already, &offset,
-                                       &err)
+  cr_assert (nsbox_store_ingest_begin (store, DIGEST_OF_HELLO, 5, &ingest, &already, &offset, &err)
              == 0);
   cr_assert_eq (offset, 3, "the partial download is kept");
   cr_assert (nsbox_ingest_write (ingest, "lo", 2, &err) == 0);
@@ -91,13 +89,13 @@ Test (store, an_interrupted_ingest_resumes_after_rehashing_its_prefix)
   err = NULL;
   cr_assert (nsbox_ingest_commit (ingest, &err) == 0, "%s", nsbox_error_message (err));
   cr_assert (nsbox_store_has_blob (store, DIGEST_OF_HELLO));
-  char *blob = store_path ("blobs/sha256/2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+  char *blob = store_path (
+      "blobs/sha256/2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
   struct stat st;
   cr_assert (stat (blob, &st) == 0);
   cr_assert_eq (st.st_mode & 0777, 0444);
   free (blob);
-  cr_assert (nsbox_store_ingest_begin (store, DIGEST_OF_HELLO, 5, &ingest, &already, &offset,
-                                       &err)
+  cr_assert (nsbox_store_ingest_begin (store, DIGEST_OF_HELLO, 5, &ingest, &already, &offset, &err)
              == 0);
   cr_assert (already && !ingest, "a present blob is not downloaded again");
   nsbox_store_close (store);
@@ -131,7 +129,7 @@ Test (store, a_wrong_diff_id_fails_the_unpack_and_leaves_no_tree)
   data = read_text (path);
   struct stat st;
   cr_assert (stat (path, &st) == 0);
-  cr_assert (nsbox_store_put_blob (store, NULL, data, (size_t) st.st_size, &layer_digest, &err)
+  cr_assert (nsbox_store_put_blob (store, NULL, data, (size_t)st.st_size, &layer_digest, &err)
              == 0);
   char *config = NULL;
   cr_assert (asprintf (&config,
@@ -148,11 +146,10 @@ Test (store, a_wrong_diff_id_fails_the_unpack_and_leaves_no_tree)
                        "v1+json\",\"digest\":\"%s\",\"size\":%zu},\"layers\":[{\"mediaType\":"
                        "\"application/vnd.oci.image.layer.v1.tar\",\"digest\":\"%s\",\"size\":%lld}"
                        "]}",
-                       config_digest, strlen (config), layer_digest, (long long) st.st_size)
+                       config_digest, strlen (config), layer_digest, (long long)st.st_size)
              >= 0);
-  cr_assert (
-      nsbox_store_put_blob (store, NULL, manifest, strlen (manifest), &manifest_digest, &err)
-      == 0);
+  cr_assert (nsbox_store_put_blob (store, NULL, manifest, strlen (manifest), &manifest_digest, &err)
+             == 0);
   char *rootfs = NULL;
   cr_assert_eq (nsbox_store_unpack (store, manifest_digest, &rootfs, NULL, &err), -EBADMSG);
   cr_assert (strstr (nsbox_error_message (err), "DiffID mismatch"), "%s",
@@ -255,9 +252,10 @@ Test (store, every_input_form_and_compression_gives_the_same_tree_and_chain_id, 
       cr_assert_str_eq (got, want, "%s differs from oci", sources[i][0]);
       free (got);
     }
-  char *check = sh_ok (&fx, "diff -r --no-dereference '%s' \"$(\"$IMG\" --store \"$T/store-oci\" "
-                            "rootfs localhost/import/oci:t)\" | grep -v "
-                            "'^Only in .*: \\(proc\\|dev\\|tmp\\)$' || true",
+  char *check = sh_ok (&fx,
+                       "diff -r --no-dereference '%s' \"$(\"$IMG\" --store \"$T/store-oci\" "
+                       "rootfs localhost/import/oci:t)\" | grep -v "
+                       "'^Only in .*: \\(proc\\|dev\\|tmp\\)$' || true",
                        rootfs);
   cr_assert_str_empty (check, "the unpacked tree differs from its source: %s", check);
   free (check);
@@ -268,18 +266,19 @@ Test (store, a_docker_archive_with_hostile_members_writes_nothing_outside_and_re
 {
   char *token = NULL;
   cr_assert (asprintf (&token, "x-%d", getpid ()) >= 0);
-  free (sh_ok (&fx,
-               "/usr/bin/python3 - <<'PY'\n"
-               "import io, tarfile\n"
-               "def add(t, name, data):\n"
-               "    ti = tarfile.TarInfo(name); ti.size = len(data); t.addfile(ti, io.BytesIO(data))\n"
-               "with tarfile.open('evil.tar', 'w') as t:\n"
-               "    add(t, '../../%s', b'escaped')\n"
-               "    add(t, '/tmp/%s', b'escaped')\n"
-               "    add(t, 'blobs/sha256/' + '0' * 64, b'tampered')\n"
-               "    add(t, 'manifest.json', b'[]')\n"
-               "PY",
-               token, token));
+  free (sh_ok (
+      &fx,
+      "/usr/bin/python3 - <<'PY'\n"
+      "import io, tarfile\n"
+      "def add(t, name, data):\n"
+      "    ti = tarfile.TarInfo(name); ti.size = len(data); t.addfile(ti, io.BytesIO(data))\n"
+      "with tarfile.open('evil.tar', 'w') as t:\n"
+      "    add(t, '../../%s', b'escaped')\n"
+      "    add(t, '/tmp/%s', b'escaped')\n"
+      "    add(t, 'blobs/sha256/' + '0' * 64, b'tampered')\n"
+      "    add(t, 'manifest.json', b'[]')\n"
+      "PY",
+      token, token));
   struct cmd_out out;
   sh (&fx, &out, "\"$IMG\" --store \"$STORE\" import docker-archive:\"$T/evil.tar\":a/b:c");
   assert_clean_failure (&fx, &out);
@@ -365,8 +364,8 @@ Test (store, gc_removes_unreferenced_blobs_trees_stale_downloads_and_unlocked_wo
   cr_assert (busy >= 0 && flock (busy, LOCK_EX) == 0);
   free (sh_ok (&fx, "\"$IMG\" --store \"$STORE\" rm " IMAGE_REF));
   char *out = sh_ok (&fx, "\"$IMG\" --store \"$STORE\" gc");
-  cr_assert (strstr (out, "removed 4 blobs, 1 trees, 1 stale downloads, 1 work directories"),
-             "%s", out);
+  cr_assert (strstr (out, "removed 4 blobs, 1 trees, 1 stale downloads, 1 work directories"), "%s",
+             out);
   cr_assert_eq (count_entries (blobs), 0);
   cr_assert_eq (count_entries (trees), 0);
   cr_assert (path_exists (busy_path), "a locked work dir survives");
