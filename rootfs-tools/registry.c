@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "fuzz-entry.h"
 #include "image.h"
 #include "platform.h"
 #include "registry.h"
@@ -603,4 +604,42 @@ out:
   manifest_clear (&m);
   registry_free (&reg);
   return r;
+}
+
+/* ---- entry points for tests/fuzz (fuzz-entry.h) ---- */
+
+int
+registry_fuzz_manifest_parse (const char *body, size_t len, const char *content_type, json_t **json,
+                              char **media_type, struct nsbox_error **err)
+{
+  struct registry reg = { .ref_string = (char *)"fuzz" };
+  struct manifest m = { .body = malloc (len ? len : 1), .len = len };
+  if (!m.body)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (len)
+    memcpy (m.body, body, len);
+  int r = manifest_parse (&reg, &m, content_type, "fuzz", err);
+  if (r >= 0)
+    {
+      *json = TAKE_PTR (m.json);
+      *media_type = TAKE_PTR (m.media_type);
+    }
+  manifest_clear (&m);
+  return r;
+}
+
+int
+registry_fuzz_descriptor_read (json_t *obj, struct nsbox_error **err)
+{
+  struct descriptor d;
+  return descriptor_read (obj, "fuzz", &d, err);
+}
+
+int
+registry_fuzz_config_check (const char *data, size_t len, size_t n_layers,
+                            const struct nsbox_platform *want, struct nsbox_error **err)
+{
+  struct registry reg = { .ref_string = (char *)"fuzz" };
+  struct nsbox_platform got;
+  return config_check (&reg, data, len, n_layers, want, &got, err);
 }

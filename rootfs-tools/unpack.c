@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuzz-entry.h"
 #include "inroot.h"
 #include "layer.h"
 
@@ -446,4 +447,19 @@ nsbox_store_list (struct nsbox_store *store, struct nsbox_store_image **images, 
   *images = out;
   *count = k;
   return 0;
+}
+
+/* Entry points for tests/fuzz (fuzz-entry.h). */
+
+int
+rt_fuzz_check_manifest (json_t *manifest, struct nsbox_error **err)
+{
+  json_t *config_desc = NULL;
+  return check_manifest (manifest, "fuzz", &config_desc, err);
+}
+
+int
+rt_fuzz_env_from_config (json_t *config, char ***env, struct nsbox_error **err)
+{
+  return env_from_config (config, env, err);
 }
