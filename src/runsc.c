@@ -1,7 +1,8 @@
 /* runtime runsc: the same job under gVisor.
  *
  *   nsbox (caller's uid)
- *     |  private work dir (0700): bundle/config.json, state/, runsc.log
+ *     |  private work dir in /dev/shm (or TMPDIR): bundle/ (config.json, the
+ *     |  seccomp helper and filter), state/, log/ (see make_workdir)
  *     |  clone3(NEWUSER|NEWPID|NEWNS, into the run's cgroups, PIDFD)
  *     |  uid/gid map "0 <host> 1": the caller, or 65534 when nsbox is root,
  *     |  so no part of gVisor ever runs as host root
@@ -13,7 +14,14 @@
  * the kernel kills everything left in its PID namespace, so no gVisor
  * process can outlive the run. Stdio are the pipes nsbox_supervise drives,
  * exactly as for the native runtime; init reports runsc's wait status
- * through the same report pipe. */
+ * through the same report pipe. Inside gVisor the program starts through
+ * runsc-exec (src/helper/), which installs the run's seccomp filter.
+ *
+ * Limits: the run's cgroups (memory, cpus) hold runsc, gofer and sentry,
+ * so they count gVisor's own memory too; pids is gVisor's RLIMIT_NPROC
+ * (host tasks are not the sandbox's processes); rlimit fallbacks and
+ * RLIMIT_CORE 0 are process.rlimits, which gVisor enforces; tmp-size is
+ * the size of gVisor's tmpfs. */
 #include "runsc.h"
 
 #include <errno.h>
