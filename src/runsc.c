@@ -83,19 +83,19 @@ enum
 /* Everything the init child needs, prepared before clone. */
 struct runsc_job
 {
-  char *runsc;       /* absolute path of the runsc binary */
-  char *workdir;     /* private, removed afterwards */
-  char *bundle;      /* workdir/bundle */
-  char *state;       /* workdir/state: runsc --root */
-  char *log;         /* workdir/runsc.log: runsc's error log (JSON lines) */
+  char *runsc;   /* absolute path of the runsc binary */
+  char *workdir; /* private, removed afterwards */
+  char *bundle;  /* workdir/bundle */
+  char *state;   /* workdir/state: runsc --root */
+  char *log;     /* workdir/runsc.log: runsc's error log (JSON lines) */
   char id[64];
   const char *argv[16];
   const char *envp[4];
-  char *owned[8];    /* strings in argv/envp we allocated */
+  char *owned[8]; /* strings in argv/envp we allocated */
   size_t n_owned;
   const int *v1_tasks_fds;
   int n_v1_tasks_fds;
-  bool root;         /* nsbox runs as root: map to RUNSC_ROOT_HOST_ID */
+  bool root; /* nsbox runs as root: map to RUNSC_ROOT_HOST_ID */
   bool caller_undumpable;
   int fds[2 * R_PIPES_];
 };
@@ -111,8 +111,7 @@ enum
 
 static int init_report_fd = -1;
 
-static void __attribute__ ((noreturn))
-init_fail (int step, int err, const char *detail)
+static void __attribute__ ((noreturn)) init_fail (int step, int err, const char *detail)
 {
   struct nsbox_report report;
   memset (&report, 0, sizeof report);
@@ -130,9 +129,9 @@ init_fail (int step, int err, const char *detail)
 static void
 init_place_fds (const struct runsc_job *job)
 {
-  const int from[] = { job->fds[2 * R_STDIN], job->fds[2 * R_STDOUT + 1],
-                       job->fds[2 * R_STDERR + 1], job->fds[2 * R_REPORT + 1],
-                       job->fds[2 * R_SYNC] };
+  const int from[]
+      = { job->fds[2 * R_STDIN], job->fds[2 * R_STDOUT + 1], job->fds[2 * R_STDERR + 1],
+          job->fds[2 * R_REPORT + 1], job->fds[2 * R_SYNC] };
   int high[5];
   for (int i = 0; i < 5; i++)
     if ((high[i] = fcntl (from[i], F_DUPFD_CLOEXEC, 16)) < 0)
@@ -182,8 +181,7 @@ init_enter_namespace (const struct runsc_job *job)
     init_fail (NSBOX_STEP_MOUNT_PROC, errno, "/proc");
 }
 
-static void __attribute__ ((noreturn))
-init_main (const struct runsc_job *job)
+static void __attribute__ ((noreturn)) init_main (const struct runsc_job *job)
 {
   init_report_fd = job->fds[2 * R_REPORT + 1];
   for (int i = 0; i < job->n_v1_tasks_fds; i++)
@@ -216,14 +214,14 @@ init_main (const struct runsc_job *job)
   if (poll (&launcher, 1, 0) != 0)
     _exit (127);
   init_reset_signals ();
-  pid_t runsc = (pid_t) syscall (SYS_clone, (unsigned long) SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+  pid_t runsc = (pid_t)syscall (SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
   if (runsc < 0)
     init_fail (NSBOX_STEP_FORK, errno, NULL);
   if (runsc == 0)
     {
       if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         init_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
-      execve (job->runsc, (char *const *) job->argv, (char *const *) job->envp);
+      execve (job->runsc, (char *const *)job->argv, (char *const *)job->envp);
       init_fail (NSBOX_STEP_EXEC, errno, job->runsc);
     }
   close (0);
@@ -284,8 +282,10 @@ find_runsc (char **out, struct nsbox_error **err)
       if (!path || !is_executable_file (path))
         {
           free (path);
-          return nsbox_error_set (err, ENOENT, "runtime 'runsc': NSBOX_RUNSC '%s' is not an "
-                                               "executable file", env);
+          return nsbox_error_set (err, ENOENT,
+                                  "runtime 'runsc': NSBOX_RUNSC '%s' is not an "
+                                  "executable file",
+                                  env);
         }
       *out = path;
       return 0;
@@ -303,7 +303,7 @@ find_runsc (char **out, struct nsbox_error **err)
               char candidate[4096];
               if (len > 0 && len < sizeof candidate - 8)
                 {
-                  snprintf (candidate, sizeof candidate, "%.*s/runsc", (int) len, p);
+                  snprintf (candidate, sizeof candidate, "%.*s/runsc", (int)len, p);
                   if (candidate[0] == '/' && is_executable_file (candidate))
                     {
                       *out = realpath (candidate, NULL);
@@ -318,9 +318,10 @@ find_runsc (char **out, struct nsbox_error **err)
             }
         }
     }
-  return nsbox_error_set (err, ENOENT, "runtime 'runsc': no runsc binary found in PATH or the "
-                                       "usual directories (install gVisor, e.g. apt-get install "
-                                       "runsc, or set NSBOX_RUNSC)");
+  return nsbox_error_set (err, ENOENT,
+                          "runtime 'runsc': no runsc binary found in PATH or the "
+                          "usual directories (install gVisor, e.g. apt-get install "
+                          "runsc, or set NSBOX_RUNSC)");
 }
 
 static const char *
@@ -370,13 +371,13 @@ build_rlimits (const struct nsbox_plan *plan, const struct nsbox_config *c)
       if (!name || plan->rlimit_resources[i] == RLIMIT_NPROC)
         continue;
       if (add (a, json_pack ("{s:s, s:I, s:I}", "type", name, "hard",
-                             (json_int_t) plan->rlimits[i].rlim_max, "soft",
-                             (json_int_t) plan->rlimits[i].rlim_cur))
+                             (json_int_t)plan->rlimits[i].rlim_max, "soft",
+                             (json_int_t)plan->rlimits[i].rlim_cur))
           < 0)
         goto fail;
     }
   if (add (a, json_pack ("{s:s, s:I, s:I}", "type", "RLIMIT_NPROC", "hard",
-                         (json_int_t) c->pids_limit, "soft", (json_int_t) c->pids_limit))
+                         (json_int_t)c->pids_limit, "soft", (json_int_t)c->pids_limit))
       < 0)
     goto fail;
   return a;
@@ -403,9 +404,8 @@ build_process (const struct nsbox_plan *plan, const struct nsbox_config *c)
     if (add (env, json_string (*e)) < 0)
       goto fail;
   return json_pack ("{s:b, s:{s:I, s:I}, s:o, s:o, s:s, s:o, s:b, s:o}", "terminal", 0, "user",
-                    "uid", (json_int_t) c->uid, "gid", (json_int_t) c->gid, "args", args, "env",
-                    env, "cwd", "/", "capabilities", caps, "noNewPrivileges", 1, "rlimits",
-                    rlimits);
+                    "uid", (json_int_t)c->uid, "gid", (json_int_t)c->gid, "args", args, "env", env,
+                    "cwd", "/", "capabilities", caps, "noNewPrivileges", 1, "rlimits", rlimits);
 fail:
   json_decref (args);
   json_decref (env);
@@ -441,13 +441,10 @@ build_mounts (const struct runsc_job *job, const struct nsbox_plan *plan,
       " {s:s, s:s, s:s, s:[s,s,s,s]},"
       " {s:s, s:s, s:s, s:[s,s,s,s]}]",
       "destination", "/proc", "type", "proc", "source", "proc", "options", "nosuid", "noexec",
-      "nodev",
-      "destination", "/dev", "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "noexec",
-      "mode=755", "size=65536k",
-      "destination", "/dev/shm", "type", "tmpfs", "source", "shm", "options", "nosuid", "nodev",
-      "noexec", "mode=1777", tmp_size,
-      "destination", "/tmp", "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev",
-      "mode=1777", tmp_size,
+      "nodev", "destination", "/dev", "type", "tmpfs", "source", "tmpfs", "options", "nosuid",
+      "noexec", "mode=755", "size=65536k", "destination", "/dev/shm", "type", "tmpfs", "source",
+      "shm", "options", "nosuid", "nodev", "noexec", "mode=1777", tmp_size, "destination", "/tmp",
+      "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev", "mode=1777", tmp_size,
       "destination", SANDBOX_HELPER_DIR, "type", "bind", "source", helper_src, "options", "ro",
       "bind", "nodev", "nosuid");
   if (mounts && rootfs_has_dir (plan, "/sys")
@@ -471,11 +468,10 @@ build_linux (const struct nsbox_config *c)
   return json_pack ("{s:[{s:s},{s:s},{s:s},{s:s},{s:s}],"
                     " s:{s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I}}}",
                     "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts",
-                    "type", "mount",
-                    "resources", "memory", "limit", (json_int_t) c->memory_bytes, "swap",
-                    (json_int_t) c->memory_bytes, "cpu", "quota",
-                    (json_int_t) (c->cpus_milli * 100), "period", (json_int_t) 100000, "pids",
-                    "limit", (json_int_t) c->pids_limit);
+                    "type", "mount", "resources", "memory", "limit", (json_int_t)c->memory_bytes,
+                    "swap", (json_int_t)c->memory_bytes, "cpu", "quota",
+                    (json_int_t)(c->cpus_milli * 100), "period", (json_int_t)100000, "pids",
+                    "limit", (json_int_t)c->pids_limit);
 }
 
 static int
@@ -528,7 +524,7 @@ write_bundle_file (const struct runsc_job *job, const char *name, const void *da
       if (n <= 0)
         return nsbox_error_sys (err, n < 0 ? errno : EIO, "write '%s'", path);
       p += n;
-      len -= (size_t) n;
+      len -= (size_t)n;
     }
   if (fchmod (fd, mode) < 0)
     return nsbox_error_sys (err, errno, "chmod '%s'", path);
@@ -538,25 +534,25 @@ write_bundle_file (const struct runsc_job *job, const char *name, const void *da
 /* The helper and the run's filter: the same BPF the native runtime
  * installs, evaluated by gVisor's sentry for the program. */
 static int
-write_helper (const struct runsc_job *job, const struct nsbox_plan *plan,
-              struct nsbox_error **err)
+write_helper (const struct runsc_job *job, const struct nsbox_plan *plan, struct nsbox_error **err)
 {
   if (plan->bpf.len == 0)
     return nsbox_error_set (err, EINVAL, "runtime 'runsc': no seccomp filter prepared");
   if (!rootfs_has_dir (plan, SANDBOX_HELPER_DIR))
-    return nsbox_error_set (err, ENOTDIR, "runtime 'runsc': rootfs '%s' has no '%s' directory "
-                                          "(the mount point of nsbox's seccomp helper)",
+    return nsbox_error_set (err, ENOTDIR,
+                            "runtime 'runsc': rootfs '%s' has no '%s' directory "
+                            "(the mount point of nsbox's seccomp helper)",
                             plan->rootfs, SANDBOX_HELPER_DIR);
   char dir[4096];
   snprintf (dir, sizeof dir, "%s/helper", job->bundle);
   if (mkdir (dir, 0755) < 0)
     return nsbox_error_sys (err, errno, "create '%s'", dir);
-  int r = write_bundle_file (job, ".nsbox-exec", nsbox_runsc_exec, (size_t) nsbox_runsc_exec_len,
+  int r = write_bundle_file (job, ".nsbox-exec", nsbox_runsc_exec, (size_t)nsbox_runsc_exec_len,
                              0755, err);
   if (r < 0)
     return r;
   return write_bundle_file (job, ".nsbox-filter", plan->bpf.insns,
-                            (size_t) plan->bpf.len * sizeof plan->bpf.insns[0], 0644, err);
+                            (size_t)plan->bpf.len * sizeof plan->bpf.insns[0], 0644, err);
 }
 
 /* Removes everything below the directory `fd` (closed here) without ever
@@ -578,8 +574,7 @@ remove_below (int fd)
         continue;
       if (unlinkat (dirfd (d), e->d_name, 0) == 0 || errno != EISDIR)
         continue;
-      int sub = openat (dirfd (d), e->d_name,
-                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int sub = openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub >= 0)
         remove_below (sub);
       unlinkat (dirfd (d), e->d_name, AT_REMOVEDIR);
@@ -631,8 +626,8 @@ sweep_stale (const char *base)
       struct stat st;
       if (sscanf (e->d_name, "nsbox-runsc-%d-", &pid) != 1 || pid <= 0 || pid == getpid ()
           || (kill (pid, 0) == 0 || errno != ESRCH)
-          || fstatat (dirfd (d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0
-          || !S_ISDIR (st.st_mode) || st.st_uid != geteuid ())
+          || fstatat (dirfd (d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR (st.st_mode)
+          || st.st_uid != geteuid ())
         continue;
       int fd = openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0)
@@ -664,7 +659,7 @@ make_workdir (struct runsc_job *job, struct nsbox_error **err)
   sweep_stale (base);
   /* The launcher's pid in the name: observers (and the tests) can tell
    * whose gVisor processes they see. */
-  if (asprintf (&job->workdir, "%s/nsbox-runsc-%d-XXXXXX", base, (int) getpid ()) < 0)
+  if (asprintf (&job->workdir, "%s/nsbox-runsc-%d-XXXXXX", base, (int)getpid ()) < 0)
     return (job->workdir = NULL), nsbox_error_set (err, ENOMEM, "out of memory");
   if (!mkdtemp (job->workdir))
     {
@@ -697,8 +692,7 @@ static int
 build_argv (struct runsc_job *job, struct nsbox_error **err)
 {
   static atomic_uint counter;
-  snprintf (job->id, sizeof job->id, "nsbox-%d-%u", (int) getpid (),
-            atomic_fetch_add (&counter, 1));
+  snprintf (job->id, sizeof job->id, "nsbox-%d-%u", (int)getpid (), atomic_fetch_add (&counter, 1));
   char *root_flag = NULL, *log_flag = NULL, *tmpdir = NULL;
   if (asprintf (&root_flag, "--root=%s", job->state) < 0)
     root_flag = NULL;
@@ -713,8 +707,8 @@ build_argv (struct runsc_job *job, struct nsbox_error **err)
   if (own (job, tmpdir) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
   size_t argc = 0;
-  const char *const head[] = { "runsc", "--rootless", "--network=none", "--ignore-cgroups",
-                               root_flag, log_flag };
+  const char *const head[]
+      = { "runsc", "--rootless", "--network=none", "--ignore-cgroups", root_flag, log_flag };
   for (size_t i = 0; i < ARRAY_SIZE (head); i++)
     job->argv[argc++] = head[i];
   /* NSBOX_RUNSC_DEBUG_LOG=DIR: runsc's debug logs (one file per runsc
@@ -747,7 +741,7 @@ write_proc (const struct runsc_job *job, pid_t pid, const char *name, const char
             struct nsbox_error **err)
 {
   char path[64];
-  snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
+  snprintf (path, sizeof path, "/proc/%d/%s", (int)pid, name);
   cleanup_close int fd = -1;
   for (int tries = 0;; tries++)
     {
@@ -759,8 +753,8 @@ write_proc (const struct runsc_job *job, pid_t pid, const char *name, const char
     }
   if (fd < 0)
     return nsbox_error_sys (err, errno, "open '%s'", path);
-  ssize_t len = (ssize_t) strlen (text);
-  if (write (fd, text, (size_t) len) != len)
+  ssize_t len = (ssize_t)strlen (text);
+  if (write (fd, text, (size_t)len) != len)
     return nsbox_error_sys (err, errno ? errno : EIO, "write '%s' to '%s'", text, path);
   return 0;
 }
@@ -768,8 +762,8 @@ write_proc (const struct runsc_job *job, pid_t pid, const char *name, const char
 static int
 write_maps (const struct runsc_job *job, pid_t pid, struct nsbox_error **err)
 {
-  unsigned uid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned) geteuid ();
-  unsigned gid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned) getegid ();
+  unsigned uid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned)geteuid ();
+  unsigned gid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned)getegid ();
   char map[64];
   if (!job->root && write_proc (job, pid, "setgroups", "deny", err) < 0)
     return nsbox_error_prefix (err, "runsc init: write id maps");
@@ -790,31 +784,32 @@ spawn_init (struct runsc_job *job, struct nsbox_limits *limits, struct nsbox_chi
   struct clone_args args;
   memset (&args, 0, sizeof args);
   args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD;
-  args.pidfd = (uint64_t) (uintptr_t) &pidfd;
+  args.pidfd = (uint64_t)(uintptr_t)&pidfd;
   args.exit_signal = 0;
   if (limits->v2_fd >= 0)
     {
       args.flags |= CLONE_INTO_CGROUP;
-      args.cgroup = (uint64_t) limits->v2_fd;
+      args.cgroup = (uint64_t)limits->v2_fd;
     }
   long pid = syscall (SYS_clone3, &args, sizeof args);
   if (pid < 0)
-    return nsbox_error_sys (err, errno, "runtime 'runsc': create the PID and user namespaces "
-                                        "around runsc");
+    return nsbox_error_sys (err, errno,
+                            "runtime 'runsc': create the PID and user namespaces "
+                            "around runsc");
   if (pid == 0)
     init_main (job);
-  int r = write_maps (job, (pid_t) pid, err);
+  int r = write_maps (job, (pid_t)pid, err);
   if (r >= 0 && write (job->fds[2 * R_SYNC + 1], "x", 1) != 1)
     r = nsbox_error_sys (err, errno, "signal the runsc init");
   if (r < 0)
     {
       syscall (SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
       siginfo_t info;
-      waitid (P_PIDFD, (id_t) pidfd, &info, WEXITED | __WALL);
+      waitid (P_PIDFD, (id_t)pidfd, &info, WEXITED | __WALL);
       close (pidfd);
       return r;
     }
-  child->pid = (pid_t) pid;
+  child->pid = (pid_t)pid;
   child->pidfd = pidfd;
   return 0;
 }
@@ -832,7 +827,7 @@ read_runsc_error (const char *log)
   size_t len = 0;
   ssize_t n;
   while (len < sizeof buf && (n = read (fd, buf + len, sizeof buf - len)) > 0)
-    len += (size_t) n;
+    len += (size_t)n;
   cleanup_free char *first = NULL;
   char *last = NULL;
   size_t off = 0;
@@ -844,7 +839,7 @@ read_runsc_error (const char *log)
       json_t *j = json_loadb (buf + off, len - off, JSON_DISABLE_EOF_CHECK, &jerr);
       if (!j)
         break;
-      off += jerr.position > 0 ? (size_t) jerr.position : len;
+      off += jerr.position > 0 ? (size_t)jerr.position : len;
       const char *msg = json_string_value (json_object_get (j, "msg"));
       if (msg && !first)
         first = strdup (msg);
@@ -884,13 +879,14 @@ force_delete (const struct runsc_job *job)
           dup2 (null, 2);
         }
       if (job->root
-          && (setgroups (0, NULL) < 0 || setresgid (RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID,
-                                                    RUNSC_ROOT_HOST_ID) < 0
+          && (setgroups (0, NULL) < 0
+              || setresgid (RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0
               || setresuid (RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0))
         _exit (127);
-      const char *const argv[] = { "runsc", "--rootless", "--ignore-cgroups", job->argv[4],
-                                   "delete", "--force", job->id, NULL };
-      execve (job->runsc, (char *const *) argv, (char *const *) job->envp);
+      const char *const argv[]
+          = { "runsc", "--rootless", "--ignore-cgroups", job->argv[4], "delete", "--force",
+              job->id, NULL };
+      execve (job->runsc, (char *const *)argv, (char *const *)job->envp);
       _exit (127);
     }
   if (pid > 0)
@@ -910,8 +906,8 @@ open_pipes (struct runsc_job *job, struct nsbox_error **err)
 static void
 close_child_ends (struct runsc_job *job)
 {
-  const int ends[] = { 2 * R_STDIN, 2 * R_STDOUT + 1, 2 * R_STDERR + 1, 2 * R_REPORT + 1,
-                       2 * R_SYNC, 2 * R_SYNC + 1 };
+  const int ends[] = { 2 * R_STDIN,      2 * R_STDOUT + 1, 2 * R_STDERR + 1,
+                       2 * R_REPORT + 1, 2 * R_SYNC,       2 * R_SYNC + 1 };
   for (size_t i = 0; i < ARRAY_SIZE (ends); i++)
     if (job->fds[ends[i]] >= 0)
       close (TAKE_FD (job->fds[ends[i]]));
@@ -945,8 +941,7 @@ conclude (const struct runsc_job *job, struct nsbox_result *res, struct nsbox_er
   if (res->signal == 0 && res->exit_code == 127 && res->stderr_len > pl + 1
       && memcmp (res->stderr_buf, setup_prefix, pl) == 0
       && memchr (res->stderr_buf, '\n', res->stderr_len) == res->stderr_buf + res->stderr_len - 1)
-    return nsbox_error_set (err, EIO, "%.*s", (int) (res->stderr_len - 8),
-                            res->stderr_buf + 7);
+    return nsbox_error_set (err, EIO, "%.*s", (int)(res->stderr_len - 8), res->stderr_buf + 7);
   if (res->signal == 0 && res->exit_code > 128 && res->exit_code < 128 + 65)
     res->signal = res->exit_code - 128;
   return 0;
@@ -959,8 +954,8 @@ execute_job (struct runsc_job *job, const struct nsbox_plan *plan, struct nsbox_
 {
   int r = find_runsc (&job->runsc, err);
   if (r < 0 || (r = make_workdir (job, err)) < 0 || (r = write_helper (job, plan, err)) < 0
-      || (r = write_config (job, plan, c, err)) < 0
-      || (r = build_argv (job, err)) < 0 || (r = open_pipes (job, err)) < 0)
+      || (r = write_config (job, plan, c, err)) < 0 || (r = build_argv (job, err)) < 0
+      || (r = open_pipes (job, err)) < 0)
     return r;
   job->caller_undumpable = plan->caller_undumpable;
   job->v1_tasks_fds = plan->v1_tasks_fds;
@@ -975,8 +970,8 @@ execute_job (struct runsc_job *job, const struct nsbox_plan *plan, struct nsbox_
     .stderr_fd = TAKE_FD (job->fds[2 * R_STDERR]),
     .report_fd = TAKE_FD (job->fds[2 * R_REPORT]),
   };
-  r = nsbox_supervise (&child, &streams, limits, code, code_len, c->timeout_ms,
-                       c->max_output_bytes, res, err);
+  r = nsbox_supervise (&child, &streams, limits, code, code_len, c->timeout_ms, c->max_output_bytes,
+                       res, err);
   nsbox_limits_collect (limits, res);
   if (r < 0)
     {
@@ -1034,7 +1029,7 @@ check_cache_path (void)
     }
   else
     return NULL;
-  if (asprintf (&path, "%s/runsc-check-%u", dir, (unsigned) geteuid ()) < 0)
+  if (asprintf (&path, "%s/runsc-check-%u", dir, (unsigned)geteuid ()) < 0)
     path = NULL;
   free (dir);
   return path;
@@ -1049,9 +1044,9 @@ check_key (const char *runsc)
   if (stat (runsc, &st) < 0 || uname (&u) < 0)
     return NULL;
   char *key = NULL;
-  if (asprintf (&key, "v1 %s %ju %ju %lld.%09ld %jd %s", runsc, (uintmax_t) st.st_dev,
-                (uintmax_t) st.st_ino, (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-                (intmax_t) st.st_size, u.release)
+  if (asprintf (&key, "v1 %s %ju %ju %lld.%09ld %jd %s", runsc, (uintmax_t)st.st_dev,
+                (uintmax_t)st.st_ino, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                (intmax_t)st.st_size, u.release)
       < 0)
     return NULL;
   return key;
@@ -1094,7 +1089,7 @@ write_cached (const char *path, const char *key, bool ok)
     }
   mkdir (dir, 0700);
   cleanup_free char *tmp = NULL;
-  if (asprintf (&tmp, "%s.%d.tmp", path, (int) getpid ()) < 0)
+  if (asprintf (&tmp, "%s.%d.tmp", path, (int)getpid ()) < 0)
     return;
   cleanup_close int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
@@ -1119,9 +1114,9 @@ self_check (const struct nsbox_config *c)
   struct nsbox_plan plan;
   memset (&plan, 0, sizeof plan);
   plan.rootfs = rootfs;
-  plan.argv = (char *const *) argv;
-  plan.envp = (char *const *) envp;
-  plan.bpf.insns = (struct sock_filter *) nsbox_default_bpf_insns;
+  plan.argv = (char *const *)argv;
+  plan.envp = (char *const *)envp;
+  plan.bpf.insns = (struct sock_filter *)nsbox_default_bpf_insns;
   plan.bpf.len = nsbox_default_bpf_len;
   struct nsbox_config check_config = *c;
   check_config.timeout_ms = 10000;

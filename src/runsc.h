@@ -16,7 +16,8 @@
  * limit becomes a host-side backstop for gVisor's own threads and stub
  * processes (about five host tasks per sandboxed process); the configured
  * number is enforced inside gVisor as RLIMIT_NPROC. */
-void nsbox_runsc_host_limits (struct nsbox_config *limits_view) __attribute__ ((visibility ("hidden")));
+void nsbox_runsc_host_limits (struct nsbox_config *limits_view)
+    __attribute__ ((visibility ("hidden")));
 
 /* Runs the planned job under runsc. `plan` and `limits` come from the native
  * preparation (rootfs, environment, rlimits, run cgroups); the result's
@@ -30,7 +31,6 @@ int nsbox_runsc_execute (const struct nsbox_plan *plan, struct nsbox_limits *lim
 /* For runtime auto: whether runsc works here. The answer of a self-check
  * (a trivial job in the configured rootfs) is cached per user, keyed by the
  * runsc binary and the kernel. */
-bool nsbox_runsc_usable (const struct nsbox_config *config)
-    __attribute__ ((visibility ("hidden")));
+bool nsbox_runsc_usable (const struct nsbox_config *config) __attribute__ ((visibility ("hidden")));
 
 #endif

@@ -25,31 +25,31 @@ static long
 sys (long n, long a, long b, long c, long d, long e)
 {
   long ret;
-  register long r10 __asm__ ("r10") = d;
-  register long r8 __asm__ ("r8") = e;
-  __asm__ volatile ("syscall"
-                    : "=a"(ret)
-                    : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-                    : "rcx", "r11", "memory");
+  register long r10 __asm__("r10") = d;
+  register long r8 __asm__("r8") = e;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+                   : "rcx", "r11", "memory");
   return ret;
 }
-__asm__ (".text\n.globl _start\n_start:\n xor %rbp, %rbp\n mov %rsp, %rdi\n and $-16, %rsp\n"
-         " call start_c\n hlt\n");
+__asm__(".text\n.globl _start\n_start:\n xor %rbp, %rbp\n mov %rsp, %rdi\n and $-16, %rsp\n"
+        " call start_c\n hlt\n");
 #elif defined(__aarch64__)
 static long
 sys (long n, long a, long b, long c, long d, long e)
 {
-  register long x8 __asm__ ("x8") = n;
-  register long x0 __asm__ ("x0") = a;
-  register long x1 __asm__ ("x1") = b;
-  register long x2 __asm__ ("x2") = c;
-  register long x3 __asm__ ("x3") = d;
-  register long x4 __asm__ ("x4") = e;
-  __asm__ volatile ("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory");
+  register long x8 __asm__("x8") = n;
+  register long x0 __asm__("x0") = a;
+  register long x1 __asm__("x1") = b;
+  register long x2 __asm__("x2") = c;
+  register long x3 __asm__("x3") = d;
+  register long x4 __asm__("x4") = e;
+  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory");
   return x0;
 }
-__asm__ (".text\n.globl _start\n_start:\n mov x29, #0\n mov x30, #0\n mov x0, sp\n"
-         " bl start_c\n");
+__asm__(".text\n.globl _start\n_start:\n mov x29, #0\n mov x30, #0\n mov x0, sp\n"
+        " bl start_c\n");
 #else
 #error "runsc-exec: unsupported architecture"
 #endif
@@ -69,7 +69,7 @@ length (const char *s)
 static void
 say (const char *s)
 {
-  sys (__NR_write, 2, (long) s, (long) length (s), 0, 0);
+  sys (__NR_write, 2, (long)s, (long)length (s), 0, 0);
 }
 
 static const char *
@@ -96,8 +96,7 @@ describe (long err)
     }
 }
 
-static void __attribute__ ((noreturn))
-fail (const char *what, const char *name, long err)
+static void __attribute__ ((noreturn)) fail (const char *what, const char *name, long err)
 {
   say ("nsbox: sandbox setup: ");
   say (what);
@@ -117,29 +116,29 @@ fail (const char *what, const char *name, long err)
 static void
 install_filter (const char *file)
 {
-  long fd = sys (__NR_openat, -100 /* AT_FDCWD */, (long) file, O_RDONLY_ | O_CLOEXEC_, 0, 0);
+  long fd = sys (__NR_openat, -100 /* AT_FDCWD */, (long)file, O_RDONLY_ | O_CLOEXEC_, 0, 0);
   if (fd < 0)
     fail ("open seccomp filter", file, -fd);
   unsigned long got = 0;
   for (;;)
     {
-      long n = sys (__NR_read, fd, (long) insns + (long) got, (long) (sizeof insns - got), 0, 0);
+      long n = sys (__NR_read, fd, (long)insns + (long)got, (long)(sizeof insns - got), 0, 0);
       if (n == -4 /* EINTR */)
         continue;
       if (n < 0)
         fail ("read seccomp filter", file, -n);
       if (n == 0)
         break;
-      got += (unsigned long) n;
+      got += (unsigned long)n;
     }
   sys (__NR_close, fd, 0, 0, 0, 0);
   if (got == 0 || got % sizeof insns[0] != 0)
     fail ("read seccomp filter", file, 8);
-  struct sock_fprog prog = { .len = (unsigned short) (got / sizeof insns[0]), .filter = insns };
+  struct sock_fprog prog = { .len = (unsigned short)(got / sizeof insns[0]), .filter = insns };
   long r = sys (__NR_prctl, PR_SET_NO_NEW_PRIVS_, 1, 0, 0, 0);
   if (r < 0)
     fail ("set no_new_privs", 0, -r);
-  r = sys (__NR_prctl, PR_SET_SECCOMP_, SECCOMP_MODE_FILTER, (long) &prog, 0, 0);
+  r = sys (__NR_prctl, PR_SET_SECCOMP_, SECCOMP_MODE_FILTER, (long)&prog, 0, 0);
   if (r < 0)
     fail ("install seccomp filter", 0, -r);
 }
@@ -156,13 +155,12 @@ find_path (char **envp)
   return "/usr/local/bin:/usr/bin:/bin";
 }
 
-static void __attribute__ ((noreturn))
-exec_command (char **argv, char **envp)
+static void __attribute__ ((noreturn)) exec_command (char **argv, char **envp)
 {
   const char *name = argv[0];
   for (const char *c = name; *c; c++)
     if (*c == '/')
-      fail ("execute", name, -sys (__NR_execve, (long) name, (long) argv, (long) envp, 0, 0));
+      fail ("execute", name, -sys (__NR_execve, (long)name, (long)argv, (long)envp, 0, 0));
   long saved = 2;
   const char *p = find_path (envp);
   unsigned long name_len = length (name);
@@ -179,7 +177,7 @@ exec_command (char **argv, char **envp)
       path_buf[len++] = '/';
       for (unsigned long i = 0; i <= name_len; i++)
         path_buf[len + i] = name[i];
-      long r = sys (__NR_execve, (long) path_buf, (long) argv, (long) envp, 0, 0);
+      long r = sys (__NR_execve, (long)path_buf, (long)argv, (long)envp, 0, 0);
       if (r != -2 && r != -20)
         saved = -r;
     }
@@ -192,7 +190,7 @@ void
 start_c (long *sp)
 {
   long argc = sp[0];
-  char **argv = (char **) (sp + 1);
+  char **argv = (char **)(sp + 1);
   char **envp = argv + argc + 1;
   if (argc < 3)
     fail ("usage: runsc-exec FILTER COMMAND [ARG...]", 0, 22);

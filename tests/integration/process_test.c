@@ -279,7 +279,6 @@ Test (process, no_runsc_process_survives_a_killed_launcher, .timeout = 60)
         nanosleep (&(struct timespec){ 0, 20 * 1000 * 1000 }, NULL);
     }
   while (left > 0 && now.tv_sec - start.tv_sec < 5);
-  RUN_ASSERT (&out, left == 0, "%d runsc process(es) outlived the killed launcher: %s", left,
-              desc);
+  RUN_ASSERT (&out, left == 0, "%d runsc process(es) outlived the killed launcher: %s", left, desc);
   run_out_free (&out);
 }

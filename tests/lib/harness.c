@@ -1008,8 +1008,8 @@ runsc_installed (void)
   const char *env = getenv ("NSBOX_RUNSC");
   if (env && *env)
     return access (env, X_OK) == 0;
-  static const char *const dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
-                                      "/usr/bin", "/sbin", "/bin" };
+  static const char *const dirs[]
+      = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin" };
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
     {
       char path[64];
