@@ -264,6 +264,7 @@ Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
     "image", "rootfs",     "runtime",          "timeout",  "memory",
     "cpus",  "pids-limit", "max-output-bytes", "tmp-size", "network",
     "user",  "env",        "command",          "strict",   "seccomp-policy",
+    "pull",  "store",
   };
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   size_t count = 0;
@@ -865,4 +866,36 @@ Test (config, yaml_file_of_exactly_one_mib_is_read, .timeout = 5)
   free (path);
   free (content);
   nsbox_config_free (config);
+}
+
+Test (config, pull_accepts_only_missing_always_never, .timeout = 5)
+{
+  nsbox_config *c = nsbox_config_new (NULL);
+  cr_assert_not_null (c);
+  struct nsbox_error *err = NULL;
+  cr_expect_eq (nsbox_config_set (c, "pull", "always", &err), 0);
+  char *v = nsbox_config_get (c, "pull", NULL);
+  cr_expect_str_eq (v, "always");
+  free (v);
+  cr_expect_eq (nsbox_config_set (c, "pull", "sometimes", &err), -EINVAL);
+  cr_expect_not_null (strstr (nsbox_error_message (err), "'pull'"));
+  nsbox_error_free (err);
+  v = nsbox_config_get (c, "pull", NULL);
+  cr_expect_str_eq (v, "always", "a failed set leaves the value unchanged");
+  free (v);
+  nsbox_config_free (c);
+}
+
+Test (config, store_is_a_nullable_path, .timeout = 5)
+{
+  nsbox_config *c = nsbox_config_new (NULL);
+  cr_assert_not_null (c);
+  char *v = nsbox_config_get (c, "store", NULL);
+  cr_expect_str_eq (v, "");
+  free (v);
+  cr_expect_eq (nsbox_config_set (c, "store", "/var/tmp/store", NULL), 0);
+  v = nsbox_config_get (c, "store", NULL);
+  cr_expect_str_eq (v, "/var/tmp/store");
+  free (v);
+  nsbox_config_free (c);
 }
