@@ -216,10 +216,13 @@ prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **
   r->plan.gid = c->gid;
   r->plan.may_setgroups = geteuid () == 0;
   r->plan.caller_undumpable = prctl (PR_GET_DUMPABLE, 0, 0, 0, 0) == 0;
-  snprintf (r->plan.tmp_options, sizeof r->plan.tmp_options, "size=%" PRIu64 ",mode=1777",
-            c->tmp_size_bytes);
-  snprintf (r->plan.shm_options, sizeof r->plan.shm_options, "size=%" PRIu64 ",mode=1777",
-            c->tmp_size_bytes);
+  /* tmpfs inodes cost kernel memory that `size` does not count (and no
+   * memory cgroup does in rlimit mode): one per 2 KiB of tmp-size. */
+  uint64_t inodes = c->tmp_size_bytes / 2048 > 1024 ? c->tmp_size_bytes / 2048 : 1024;
+  snprintf (r->plan.tmp_options, sizeof r->plan.tmp_options,
+            "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=1777", c->tmp_size_bytes, inodes);
+  snprintf (r->plan.shm_options, sizeof r->plan.shm_options,
+            "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=1777", c->tmp_size_bytes, inodes);
   r->plan.empty_caps = cap_init ();
   if (!r->plan.empty_caps)
     return nsbox_error_sys (err, errno, "prepare capabilities");

@@ -75,7 +75,7 @@ struct nsbox_report
 struct nsbox_plan
 {
   const char *rootfs;         /* absolute, canonical */
-  char tmp_options[64];       /* "size=...,mode=1777" */
+  char tmp_options[64];       /* "size=...,nr_inodes=...,mode=1777" */
   char shm_options[64];
   uid_t uid, gid;             /* inside the sandbox */
   bool may_setgroups;         /* the launcher is root: clear supplementary groups */

@@ -1,6 +1,6 @@
-# hostile: exhaust inodes in /tmp with empty files (kernel memory a size limit does not count)
+# hostile: exhaust inodes in /tmp with empty files: kernel memory that tmp-size does not count and, in rlimit mode, nothing else does (was: 474000 inodes in 8 s as an unprivileged caller)
 # args: --tmp-size 16m --timeout 20s
-# expect: exit=any max_seconds=20
+# expect: exit=0 stdout="OK\n" max_seconds=20
 import os, errno, time
 n, t0 = 0, time.time()
 os.mkdir("/tmp/d")
@@ -11,6 +11,6 @@ try:
             n += 1
 except OSError as e:
     assert e.errno in (errno.ENOSPC, errno.ENOMEM), e
-if n > 200000:
+if n > 16384:
     print("ESCAPED: created %d inodes in a 16 MiB /tmp" % n)
 print("OK")
