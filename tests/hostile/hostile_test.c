@@ -10,7 +10,8 @@
  *   # mode: text             run without --json; stdout/stderr are raw bytes
  *   # expect: KEY=VALUE ...  (required)
  *   # expect[Q,...]: ...     replaces `expect` when every qualifier holds:
- *                            native, runsc, root, user (needs because="...")
+ *                            native, runsc, root, user, rlimit or cgroup (the
+ *                            run's memory limit mechanism; needs because="...")
  * Keys: exit (N, nonzero, any), timed_out, oom_killed, stdout_truncated,
  * stderr_truncated (true/false), signal (N or null), stdout, stderr (exact),
  * stdout_contains, stdout_lacks, stderr_contains, stderr_lacks (repeatable),
@@ -255,9 +256,17 @@ struct header
   bool expect_because; /* the qualified line gave a reason */
 };
 
+/* limits.memory of the run being judged, for the rlimit/cgroup qualifiers;
+ * NULL before the run. */
+static const char *judged_memory_mech;
+
 static bool
 qualifier_holds (const char *q, size_t len)
 {
+  if (len == 6 && strncmp (q, "rlimit", 6) == 0)
+    return judged_memory_mech && strcmp (judged_memory_mech, "rlimit") == 0;
+  if (len == 6 && strncmp (q, "cgroup", 6) == 0)
+    return judged_memory_mech && strncmp (judged_memory_mech, "cgroup", 6) == 0;
   bool runsc = harness_is_runsc ();
   bool user = harness_test_user () != NULL || geteuid () != 0;
   if (len == 5 && strncmp (q, "runsc", 5) == 0)
@@ -1042,6 +1051,16 @@ run_case (const struct case_param *c)
   close (hp->leaked_dirfd);
   hp->leaked_fd = hp->leaked_dirfd = -1;
 
+  /* Choose the expectation again, now that the run says how its memory
+   * limit was enforced. */
+  json_t *limits = out.json ? json_object_get (out.json, "limits") : NULL;
+  judged_memory_mech = json_string_value (json_object_get (limits, "memory"));
+  size_t raw_len;
+  char *raw_again = read_file (c->path, &raw_len);
+  header_free (&hd);
+  parse_header (name, raw_again, raw_len, &hd);
+  free (raw_again);
+  judged_memory_mech = NULL;
   struct value kv[MAX_EXPECT];
   size_t nkv = split_words (hd.expect_line, kv, MAX_EXPECT);
   struct limits_seen lim = { DEFAULT_MAX_SECONDS, 0,
