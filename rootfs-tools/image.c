@@ -23,7 +23,8 @@ nsbox_image_resolve (struct nsbox_store *store, const char *ref, enum nsbox_pull
       ret = nsbox_store_lookup (store, ref, &digest, &lookup_err);
       if (ret < 0 && ret != -ENOENT)
         {
-          *err = TAKE_PTR (lookup_err);
+          if (err && !*err)
+            *err = TAKE_PTR (lookup_err);
           return ret;
         }
       if (ret == -ENOENT && policy == NSBOX_PULL_NEVER)
