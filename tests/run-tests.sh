@@ -8,6 +8,8 @@
 #   4. passes 2 and 3 again with NSBOX_TEST_RUNTIME=runsc: every run under
 #      gVisor (--runtime runsc). Skipped when runsc is not installed (a
 #      failure when NSBOX_TEST_MUST_WORK=1); NSBOX_TEST_RUNSC=0 skips them.
+#   5. $NSBOX_BUILD/tests/hostile (the corpus tests/hostile/*/*.py, library
+#      hygiene, parent death) in the same four passes, when it was built.
 # Exported to the test binaries: NSBOX_TEST_ROOTFS (tests/fixtures/rootfs.sh),
 # NSBOX_BIN (the nsbox binary, copied where the test user can run it if the
 # build directory is out of its reach) and, for pass 3, NSBOX_TEST_USER.
@@ -195,6 +197,33 @@ else
 		else
 			skip_pass "$user_label under runsc" "$runsc_why"
 		fi
+	fi
+fi
+
+# The hostile corpus: the same four passes as the integration suite, with
+# NSBOX_HOSTILE_DIR naming the corpus.
+hostile="$build/tests/hostile"
+if [ -x "$hostile" ]; then
+	export NSBOX_HOSTILE_DIR="$here/hostile"
+	run_pass "hostile as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME \
+		-- "$hostile"
+	if [ -z "$runsc_why" ]; then
+		run_pass "hostile under runsc as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER \
+			NSBOX_TEST_RUNTIME=runsc -- "$hostile"
+	else
+		skip_pass "hostile under runsc as $(id -un)" "$runsc_why"
+	fi
+	if [ -n "${user_bin:-}" ] && as_user test -x "$NSBOX_TEST_ROOTFS/usr/bin/python3"; then
+		run_pass "hostile as $test_user (uid $uid)" -u NSBOX_TEST_RUNTIME \
+			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$hostile"
+		if [ -z "$runsc_why" ]; then
+			run_pass "hostile under runsc as $test_user (uid $uid)" NSBOX_TEST_RUNTIME=runsc \
+				NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$hostile"
+		else
+			skip_pass "hostile as unprivileged test user under runsc" "$runsc_why"
+		fi
+	else
+		skip_pass "hostile as unprivileged test user" "no usable test user (see above)"
 	fi
 fi
 
