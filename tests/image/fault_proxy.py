@@ -22,6 +22,8 @@ Modes (blob = GET /v2/.../blobs/..., manifest = /v2/.../manifests/...):
   500             the first --count requests answer 500
   slow            forward blob bodies at --rate bytes per second
   warning         manifest responses carry Warning: 299 - "..." headers
+  insufficient-scope  the first request carrying a Bearer token answers 401
+                  error="insufficient_scope" for a wider scope (--realm)
 Every request is logged to FILE as a JSON line:
 {"method", "path", "range", "authorization", "status"}.
 """
@@ -117,6 +119,18 @@ class Handler(BaseHTTPRequestHandler):
             self.record(500)
             body = b'{"errors":[{"code":"UNKNOWN","message":"injected failure"}]}'
             self.reply(500, [("Content-Type", "application/json"),
+                             ("Content-Length", str(len(body)))], body, is_get)
+            return
+        if (mode == "insufficient-scope" and manifest
+                and (self.headers.get("Authorization") or "").startswith("Bearer ")
+                and take_fault()):
+            self.record(401)
+            body = b'{"errors":[{"code":"DENIED","message":"insufficient scope"}]}'
+            challenge = (f'Bearer realm="{args.realm}",service="test",'
+                         f'scope="repository:{manifest.group(1)}:pull,push",'
+                         'error="insufficient_scope"')
+            self.reply(401, [("Content-Type", "application/json"),
+                             ("WWW-Authenticate", challenge),
                              ("Content-Length", str(len(body)))], body, is_get)
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
@@ -221,6 +235,7 @@ def main():
     p.add_argument("--mode", default="pass")
     p.add_argument("--count", type=int, default=-1)
     p.add_argument("--rate", type=int, default=100000)
+    p.add_argument("--realm", default="")
     args = p.parse_args()
     ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
 

@@ -420,3 +420,20 @@ Test (registry_auth, docker_hub_auths_entry_is_found_under_its_v1_url, .timeout 
   cr_assert_str_eq (c.secret, "pw");
   nsbox_credentials_clear (&c);
 }
+
+Test (registry_auth, insufficient_scope_is_retried_with_the_challenge_scope, .timeout = 60)
+{
+  struct server reg, tokens, proxy;
+  start_silly (&reg, &tokens, "access_token");
+  char realm[128];
+  snprintf (realm, sizeof realm, "http://127.0.0.1:%u/token", tokens.port);
+  const char *extra[] = { "--realm", realm, NULL };
+  proxy_start_with (&proxy, reg.port, "insufficient-scope", 1, 0, extra);
+  char *ref = ref_at (proxy.port, "test/img:t");
+  pull_ok (ref);
+  cr_assert_eq (log_count (tokens.log, NULL, NULL), 2, "token requests: %d",
+                log_count (tokens.log, NULL, NULL));
+  cr_assert_str_eq (token_query (tokens.log, 0, "scope"), "repository:test/img:pull");
+  cr_assert_str_eq (token_query (tokens.log, 1, "scope"), "repository:test/img:pull,push");
+  free (ref);
+}

@@ -231,7 +231,8 @@ token_server_start (struct server *s, const char *const *extra_args)
 }
 
 void
-proxy_start (struct server *s, uint16_t upstream_port, const char *mode, int count, int rate)
+proxy_start_with (struct server *s, uint16_t upstream_port, const char *mode, int count, int rate,
+                  const char *const *extra_args)
 {
   char port[16], upstream[64], count_s[16], rate_s[16];
   memset (s, 0, sizeof *s);
@@ -241,15 +242,25 @@ proxy_start (struct server *s, uint16_t upstream_port, const char *mode, int cou
   snprintf (count_s, sizeof count_s, "%d", count);
   snprintf (rate_s, sizeof rate_s, "%d", rate);
   snprintf (s->log, sizeof s->log, "%s/proxy-%u.log", test_dir (), s->port);
-  const char *argv[] = { python (),    image_test_script ("fault_proxy.py"),
-                         "--port",     port,
-                         "--upstream", upstream,
-                         "--log",      s->log,
-                         "--mode",     mode,
-                         "--count",    count_s,
-                         "--rate",     rate_s,
-                         NULL };
+  const char *argv[32] = { python (),    image_test_script ("fault_proxy.py"),
+                           "--port",     port,
+                           "--upstream", upstream,
+                           "--log",      s->log,
+                           "--mode",     mode,
+                           "--count",    count_s,
+                           "--rate",     rate_s,
+                           NULL };
+  size_t n = 14;
+  for (size_t i = 0; extra_args && extra_args[i] && n < 31; i++)
+    argv[n++] = extra_args[i];
+  argv[n] = NULL;
   server_run (s, argv, test_path ("proxy.out"));
+}
+
+void
+proxy_start (struct server *s, uint16_t upstream_port, const char *mode, int count, int rate)
+{
+  proxy_start_with (s, upstream_port, mode, count, rate, NULL);
 }
 
 void

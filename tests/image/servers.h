@@ -36,6 +36,9 @@ void registry_start (struct server *s, const char *storage, const char *extra_ya
 void token_server_start (struct server *s, const char *const *extra_args);
 /* fault_proxy.py in front of 127.0.0.1:upstream_port. */
 void proxy_start (struct server *s, uint16_t upstream_port, const char *mode, int count, int rate);
+/* The same with extra NULL-terminated arguments ("--realm", URL). */
+void proxy_start_with (struct server *s, uint16_t upstream_port, const char *mode, int count,
+                       int rate, const char *const *extra_args);
 /* blob_server.py serving dir. */
 void blob_server_start (struct server *s, const char *dir);
 void server_stop (struct server *s);
