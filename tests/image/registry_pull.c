@@ -511,3 +511,20 @@ Test (registry_pull, registry_warnings_299_are_logged_once, .timeout = 60)
   cr_assert_null (strstr (logged, "not for users"), "a 199 warning was shown: '%s'", logged);
   free (ref);
 }
+
+Test (registry_pull, single_platform_image_for_another_platform_is_refused, .timeout = 60)
+{
+  struct server reg;
+  registry_start (&reg, fixture_storage_copy (), NULL);
+  struct nsbox_store *store = test_store ();
+  char *ref = ref_at (reg.port, "test/img:t");
+  struct nsbox_error *e = test_pull (store, ref, "linux/arm64", NULL);
+  cr_assert_not_null (e, "an amd64 image was accepted for linux/arm64");
+  cr_assert_eq (nsbox_error_errno (e), ENOEXEC, "%s", nsbox_error_message (e));
+  cr_assert (strstr (nsbox_error_message (e), "'linux/amd64', not 'linux/arm64'"), "%s",
+             nsbox_error_message (e));
+  char *digest = NULL;
+  cr_assert (nsbox_store_resolve (store, ref, &digest, NULL) < 0, "the reference was tagged");
+  nsbox_error_free (e);
+  free (ref);
+}
