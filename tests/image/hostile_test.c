@@ -365,3 +365,21 @@ Test (hostile, a_file_used_as_a_directory_is_enotdir)
 {
   expect_rejected ("l = layer()\nF(l, 'a'); F(l, 'a/b')\n", EXIT_INVALID_IMAGE, "not a directory");
 }
+
+Test (hostile, every_hostile_case_holds_with_the_userspace_walker, .timeout = 900)
+{
+  if (getenv ("NSBOX_RESOLVE_FALLBACK"))
+    cr_skip_test ("already running with the userspace walker");
+  char exe[4096];
+  ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
+  cr_assert (n > 0);
+  exe[n] = '\0';
+  struct cmd_out out;
+  sh (&fx, &out,
+      "unset BXFI_MAP; NSBOX_RESOLVE_FALLBACK=1 NSBOX_IMAGE_BIN=\"$IMG\" '%s' --jobs 1 --filter "
+      "'hostile/*' 2>&1",
+      exe);
+  cr_assert (strstr (out.out, "| Failing: 0 | Crashing: 0"), "exit %d:\n%s", out.status, out.out);
+  cr_assert_eq (out.status, 0);
+  cmd_out_free (&out);
+}
