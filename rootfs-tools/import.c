@@ -259,7 +259,12 @@ take_member (struct import *im, struct archive *ar, struct archive_entry *entry,
             return nsbox_error_set (err, ENOMEM, "out of memory");
           }
         m->size = (int64_t)nsbox_ingest_offset (ingest);
-        ret = rt_ingest_commit_anon (ingest, NULL, m->digest, err);
+        /* A legacy config is named by its digest: hold it to that. */
+        char expected[RT_DIGEST_LEN + 1];
+        bool named = has_suffix (plain, ".json") && strlen (plain) == 69 && is_hex64 (plain, 64);
+        if (named)
+          snprintf (expected, sizeof expected, "sha256:%.64s", plain);
+        ret = rt_ingest_commit_anon (ingest, named ? expected : NULL, m->digest, err);
         void *old = NULL;
         if (ret < 0 || rt_strmap_put (&im->members, plain, m, &old) < 0)
           {

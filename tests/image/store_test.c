@@ -321,6 +321,20 @@ Test (store, a_docker_25_save_with_an_oci_layout_is_imported_as_a_layout)
   free (out);
 }
 
+Test (store, a_legacy_config_that_does_not_match_its_name_is_rejected)
+{
+  build_image (&fx, "l = layer()\nF(l, 'f', 'data')\n");
+  free (sh_ok (&fx, "skopeo copy -q oci:oci:t docker-archive:da.tar:test/img:t && mkdir x && cd x"
+                    " && tar xf ../da.tar && c=$(ls *.json | grep -v manifest.json)"
+                    " && echo ' ' >> \"$c\" && tar cf ../bad.tar *"));
+  struct cmd_out out;
+  sh (&fx, &out, "\"$IMG\" --store \"$STORE\" import docker-archive:\"$T/bad.tar\"");
+  assert_clean_failure (&fx, &out);
+  cr_assert_eq (out.status, 6, "%s", out.err);
+  cr_assert (strstr (out.err, "digest mismatch"), "%s", out.err);
+  cmd_out_free (&out);
+}
+
 static void
 small_image (void)
 {
