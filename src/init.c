@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -166,6 +167,20 @@ become_sandbox_user (const struct nsbox_plan *plan)
     nsbox_child_fail (NSBOX_STEP_SETUID, errno, NULL);
 }
 
+/* Changing the effective ids (run by root: host 0 -> 65534) cleared the
+ * parent-death signal, so a launcher killed from here on would leave the
+ * sandbox running: set it again, and if the launcher died meanwhile (its
+ * end of the report pipe is closed) stop here. */
+static void
+rearm_parent_death (void)
+{
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+  struct pollfd launcher = { CHILD_REPORT_FD, 0, 0 };
+  if (poll (&launcher, 1, 0) != 0)
+    _exit (127);
+}
+
 /* No capabilities in any set and no way to gain any. */
 static void
 drop_capabilities (const struct nsbox_plan *plan)
@@ -291,6 +306,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
     nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   nsbox_mounts_bind_root (plan);
   become_sandbox_user (plan);
+  rearm_parent_death ();
   if (plan->unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
     nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);
   nsbox_mounts_setup (plan);
