@@ -18,7 +18,8 @@ except OSError:
     pass
 try:
     os.listdir("/proc/1/root")
-    print("ESCAPED: init's root is readable")
+    if os.getpid() != 1:
+        print("ESCAPED: init's root is readable")
 except OSError:
     pass
 print("OK")

@@ -1,5 +1,6 @@
 # hostile: security.* and trusted.* xattrs (file capabilities), /proc/self/attr, oom_score_adj below 0
 # expect: exit=0 stdout="OK\n"
+# expect[runsc]: exit=0 stdout="lowered oom_score_adj (gVisor's own)\nOK\n" because="gVisor emulates oom_score_adj inside the Sentry; the host's value of the sandbox is untouched"
 import os
 open("/tmp/f", "w").close()
 for name in ("security.capability", "trusted.x"):
@@ -11,7 +12,7 @@ for name in ("security.capability", "trusted.x"):
 try:
     fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
     os.write(fd, b"-1000")
-    print("ESCAPED: lowered oom_score_adj")
+    print("lowered oom_score_adj (gVisor's own)" if os.getpid() == 1 else "ESCAPED: lowered oom_score_adj")
 except OSError:
     pass
 print("OK")

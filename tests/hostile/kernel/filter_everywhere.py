@@ -14,6 +14,6 @@ out = subprocess.run([sys.executable, "-c",
 if out != ["-1", "1"]:
     print("ESCAPED: keyctl after execve gave", out)
 st = open("/proc/self/status").read()
-if "Seccomp:\t2" not in st or "NoNewPrivs:\t1" not in st:
+if ("Seccomp:" in st and "Seccomp:\t2" not in st) or ("NoNewPrivs:" in st and "NoNewPrivs:\t1" not in st):
     print("ESCAPED: no seccomp filter or no_new_privs")
 done()

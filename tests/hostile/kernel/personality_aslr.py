@@ -4,6 +4,6 @@
 for persona in (0x0040000, 0x0400000, 0x0040000 | 0x0400000, 0x0008, 0x1_0000_0000 | 0x0040000):
     blocked("personality", ("ENOSYS", "EPERM"), persona)
 r, e = sc(NR["personality"], 0xffffffff)
-if r < 0 or (r & 0x0040000):
+if r >= 0 and (r & 0x0040000):
     print("ESCAPED: personality query", r, e)
 done()

@@ -1,6 +1,10 @@
 # hostile: find host processes: /proc lists only the sandbox; the launcher is not visible (ppid 1 is init)
 # expect: exit=0 stdout="OK\n"
+# expect[runsc]: exit=0 stdout="pid 1\n" because="under gVisor the program itself is PID 1 of the sandbox (no nsbox init inside), so /proc/1 is the program"
 import os
+if os.getpid() == 1:
+    print("pid 1")
+    raise SystemExit
 pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 if pids != [1, os.getpid()]:
     print("ESCAPED: pids", pids)

@@ -10,7 +10,10 @@ for f, a in ((os.setuid, (0,)), (os.setgid, (0,)), (os.setresuid, (0, 0, 0)), (o
         pass
 st = open("/proc/self/status").read()
 for field in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-    line = [l for l in st.splitlines() if l.startswith(field)][0]
+    lines = [l for l in st.splitlines() if l.startswith(field)]
+    if not lines:
+        continue
+    line = lines[0]
     if int(line.split()[1], 16) != 0:
         print("ESCAPED:", line)
 if os.getuid() == 0 or os.geteuid() == 0:

@@ -1,6 +1,7 @@
 # hostile: hundreds of zombies and orphans left behind for init to reap
 # args: --pids-limit 64
 # expect: exit=0 stdout="OK\n" max_seconds=10
+# expect[runsc]: exit=0 stdout="OK\n" max_seconds=10 because="the same outcome; but under gVisor python is PID 1 and never reaps its orphans: zombies pile up to the pids limit (reported)"
 import os, time
 for i in range(200):
     try:
@@ -9,8 +10,10 @@ for i in range(200):
         time.sleep(0.01)
         continue
     if pid == 0:
-        if os.fork() == 0:
-            os._exit(0)
+        try:
+            os.fork()
+        except OSError:
+            pass
         os._exit(0)
 time.sleep(0.2)
 print("OK")
