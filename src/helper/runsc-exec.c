@@ -3,9 +3,10 @@
  *   /dev/.nsbox-exec FILTER COMMAND [ARG...]
  *
  * Installs the run's seccomp filter (classic BPF, as nsbox compiled it from
- * the policy for the native runtime) and executes COMMAND, looked up in the
- * sandbox's PATH. gVisor's sentry evaluates the filter for the program as
- * the kernel would, so both runtimes apply the same policy.
+ * the policy for the native runtime), forks and executes COMMAND, looked up
+ * in the sandbox's PATH, and stays as the sandbox's PID 1 reaper. gVisor's
+ * sentry evaluates the filter for the program as the kernel would, so both
+ * runtimes apply the same policy.
  *
  * Static and libc-free: it runs from whatever root filesystem the job has.
  * Embedded into libnsbox and bind-mounted read-only into each sandbox. */
@@ -15,6 +16,7 @@
 
 #define PR_SET_SECCOMP_ 22
 #define PR_SET_NO_NEW_PRIVS_ 38
+#define PR_SET_DUMPABLE_ 4
 #define O_RDONLY_ 0
 #define O_CLOEXEC_ 02000000
 #define EXIT_SETUP_FAILED 127
@@ -184,16 +186,78 @@ static void __attribute__ ((noreturn)) exec_command (char **argv, char **envp)
   fail ("execute", name, saved);
 }
 
+/* PID 1 of the sandbox, as the native runtime's init: reaps every orphan,
+ * is not dumpable (the program cannot read its memory, fds, cwd or root
+ * through /proc/1), shows no command line, and ends the sandbox with the
+ * program's status when the program ends. */
+/* gVisor does not shield a PID namespace's init from signals it has no
+ * handler for, as Linux does: ignore every one that can be (SIGKILL from
+ * the program still ends the sandbox, and only it). */
+static void
+ignore_signals (void)
+{
+  struct
+  {
+    unsigned long handler, flags, restorer, mask;
+  } ignore = { 1 /* SIG_IGN */, 0, 0, 0 };
+  for (long sig = 1; sig <= 64; sig++)
+    if (sig != 9 && sig != 19 && sig != 17 /* SIGKILL, SIGSTOP, SIGCHLD */)
+      sys (__NR_rt_sigaction, sig, (long) &ignore, 0, 8, 0);
+}
+
+static void __attribute__ ((noreturn))
+reap (long program, char **argv, char **envp)
+{
+  ignore_signals ();
+  sys (__NR_prctl, PR_SET_DUMPABLE_, 0, 0, 0, 0);
+  char *first = argv[0], *last = argv[0];
+  for (char **a = argv; *a; a++)
+    last = *a;
+  for (char **e = envp; *e; e++)
+    last = *e;
+  for (char *c = first; c <= last + length (last); c++)
+    *c = 0;
+  for (long fd = 0; fd < 3; fd++)
+    sys (__NR_close, fd, 0, 0, 0, 0);
+  for (;;)
+    {
+      int status = 0;
+      long pid = sys (__NR_wait4, -1, (long) &status, 0, 0, 0);
+      if (pid == -4 /* EINTR */)
+        continue;
+      if (pid < 0)
+        for (;;)
+          sys (__NR_exit_group, EXIT_SETUP_FAILED, 0, 0, 0, 0);
+      if (pid != program)
+        continue;
+      long code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f);
+      for (;;)
+        sys (__NR_exit_group, code, 0, 0, 0, 0);
+    }
+}
+
 void start_c (long *sp) __attribute__ ((noreturn, used));
 
 void
 start_c (long *sp)
 {
   long argc = sp[0];
-  char **argv = (char **)(sp + 1);
+  char **argv = (char **) (sp + 1);
   char **envp = argv + argc + 1;
   if (argc < 3)
     fail ("usage: runsc-exec FILTER COMMAND [ARG...]", 0, 22);
+  /* One filter for init and the program, as natively: fork, setsid,
+   * execve, wait4 and exit are all allowed by it; clone, not clone3. */
   install_filter (argv[1]);
-  exec_command (argv + 2, envp);
+  long program = sys (__NR_clone, 17 /* SIGCHLD */, 0, 0, 0, 0);
+  if (program < 0)
+    fail ("fork the program", 0, -program);
+  if (program == 0)
+    {
+      long r = sys (__NR_setsid, 0, 0, 0, 0, 0);
+      if (r < 0)
+        fail ("start a new session", 0, -r);
+      exec_command (argv + 2, envp);
+    }
+  reap (program, argv, envp);
 }
