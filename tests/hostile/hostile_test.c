@@ -11,11 +11,13 @@
  *   # expect: KEY=VALUE ...  (required)
  *   # expect[Q,...]: ...     replaces `expect` when every qualifier holds:
  *                            native, runsc, root, user, rlimit or cgroup (the
- *                            run's memory limit mechanism; needs because="...")
+ *                            run's memory limit mechanism), cpu-none (no CPU
+ *                            quota enforced); needs because="..."
  * Keys: exit (N, nonzero, any), timed_out, oom_killed, stdout_truncated,
  * stderr_truncated (true/false), signal (N or null), stdout, stderr (exact),
  * stdout_contains, stdout_lacks, stderr_contains, stderr_lacks (repeatable),
- * raw_lacks (bytes the CLI's own stdout must not hold), max_seconds,
+ * raw_lacks (bytes the CLI's own stdout must not hold), max_cpu_share (the
+ * result's cpu_ms over duration_ms), max_seconds,
  * min_seconds, max_rss_kb, because. Values may be "quoted"; \n \t \r \\ \"
  * \xHH and \uXXXX are understood in any value.
  *
@@ -259,6 +261,8 @@ struct header
 /* limits.memory of the run being judged, for the rlimit/cgroup qualifiers;
  * NULL before the run. */
 static const char *judged_memory_mech;
+/* limits.cpus of the run being judged, for the cpu-none qualifier. */
+static const char *judged_cpus_mech;
 
 static bool
 qualifier_holds (const char *q, size_t len)
@@ -267,6 +271,8 @@ qualifier_holds (const char *q, size_t len)
     return judged_memory_mech && strcmp (judged_memory_mech, "rlimit") == 0;
   if (len == 6 && strncmp (q, "cgroup", 6) == 0)
     return judged_memory_mech && strncmp (judged_memory_mech, "cgroup", 6) == 0;
+  if (len == 8 && strncmp (q, "cpu-none", 8) == 0)
+    return judged_cpus_mech && strcmp (judged_cpus_mech, "none") == 0;
   bool runsc = harness_is_runsc ();
   bool user = harness_test_user () != NULL || geteuid () != 0;
   if (len == 5 && strncmp (q, "runsc", 5) == 0)
@@ -716,6 +722,14 @@ check_expectation (const char *name, struct run_out *out, bool text, const struc
       else if (strcmp (key, "raw_lacks") == 0)
         RUN_ASSERT (out, !memmem (out->out, out->out_len, v, vlen),
                     "%s: the CLI's own stdout holds a forbidden byte sequence", name);
+      else if (strcmp (key, "max_cpu_share") == 0)
+        {
+          long long cpu = run_json_int (out, "cpu_ms");
+          long long wall = run_json_int (out, "duration_ms");
+          RUN_ASSERT (out, wall > 0 && (double)cpu / (double)wall <= atof (v),
+                      "%s: used %lld ms of CPU in %lld ms, more than a share of %s", name, cpu,
+                      wall, v);
+        }
       else if (strcmp (key, "max_seconds") == 0)
         lim->max_seconds = atof (v);
       else if (strcmp (key, "min_seconds") == 0)
@@ -1055,12 +1069,13 @@ run_case (const struct case_param *c)
    * limit was enforced. */
   json_t *limits = out.json ? json_object_get (out.json, "limits") : NULL;
   judged_memory_mech = json_string_value (json_object_get (limits, "memory"));
+  judged_cpus_mech = json_string_value (json_object_get (limits, "cpus"));
   size_t raw_len;
   char *raw_again = read_file (c->path, &raw_len);
   header_free (&hd);
   parse_header (name, raw_again, raw_len, &hd);
   free (raw_again);
-  judged_memory_mech = NULL;
+  judged_memory_mech = judged_cpus_mech = NULL;
   struct value kv[MAX_EXPECT];
   size_t nkv = split_words (hd.expect_line, kv, MAX_EXPECT);
   struct limits_seen lim = { DEFAULT_MAX_SECONDS, 0,
