@@ -335,6 +335,28 @@ Test (store, a_legacy_config_that_does_not_match_its_name_is_rejected)
   cmd_out_free (&out);
 }
 
+Test (store, an_unprivileged_user_unpacks_without_chown_and_gc_removes_its_0700_dirs)
+{
+  if (geteuid () != 0 || system ("id nsbox-test >/dev/null 2>&1") != 0)
+    cr_skip_test ("needs root and the test user (tests/fixtures/testuser.sh)");
+  build_image (&fx, "l = layer()\nD(l, 'root', mode=0o700); F(l, 'root/.profile', mode=0o600)\n"
+                    "D(l, 'ro', mode=0o555); F(l, 'ro/f')\nD(l, 'usr'); D(l, 'usr/bin')\n"
+                    "F(l, 'usr/bin/su', mode=0o4755, uid=0)\n"
+                    "F(l, 'shadow', mode=0o640, uid=0, gid=42)\n");
+  char *out = sh_ok (
+      &fx, "chmod 755 \"$T\" && mkdir ustore && chown -R nsbox-test oci ustore && as() { setpriv --reuid=nsbox-test "
+           "--regid=$(id -g nsbox-test) --clear-groups --inh-caps=-all -- \"$@\"; }"
+           " && as \"$IMG\" --store \"$T/ustore\" import oci:\"$T/oci\":t >/dev/null"
+           " && p=$(as \"$IMG\" --store \"$T/ustore\" rootfs " IMAGE_REF ")"
+           " && stat -c '%%U %%a %%n' \"$p/usr/bin/su\" \"$p/root\" \"$p/ro\" | sed \"s|$p/||\""
+           " && grep -c . \"$p/../ownership.tsv\""
+           " && as \"$IMG\" --store \"$T/ustore\" rm " IMAGE_REF
+           " && as \"$IMG\" --store \"$T/ustore\" gc >/dev/null && ls -A \"$T/ustore/rootfs\"");
+  cr_assert_str_eq (out, "nsbox-test 755 usr/bin/su\nnsbox-test 700 root\nnsbox-test 555 ro\n9",
+                    "%s", out);
+  free (out);
+}
+
 static void
 small_image (void)
 {
