@@ -33,8 +33,9 @@ for tool in dpkg-deb depmod modprobe mkfs.ext4 apt-get apt-cache; do
 	command -v "$tool" >/dev/null 2>&1 || die "$tool not found (make deps)"
 done
 busybox=/bin/busybox
-[ -x "$busybox" ] && ! readelf -d "$busybox" 2>/dev/null | grep -q NEEDED ||
+if [ ! -x "$busybox" ] || readelf -d "$busybox" 2>/dev/null | grep -q NEEDED; then
 	die "$busybox missing or not static (apt-get install busybox-static)"
+fi
 
 self="$(readlink -f "${BASH_SOURCE[0]}")"
 here="$(dirname "$self")"

@@ -96,7 +96,7 @@ done
 chmod -R a+rX "$pl"
 size_mb=$(($(du -sm "$pl" | cut -f1) * 3 / 2 + 16))
 mkfs.ext4 -q -F -L nsbox-payload -d "$pl" "$tmp/payload.img" "${size_mb}M" >&2
-log "guest $guest, payload $(du -sh "$pl" | cut -f1) ($(ls "$pl/lib" | wc -l) libraries), ready after $((SECONDS - start))s"
+log "guest $guest, payload $(du -sh "$pl" | cut -f1) ($(find "$pl/lib" -type f | wc -l) libraries), ready after $((SECONDS - start))s"
 
 # 4. Boot. The kernel powers off (qemu exits 0) on panic or a broken init:
 # no verdict, a failure.
@@ -106,7 +106,7 @@ append="console=ttyS0 cgroup_no_v1=all panic=-1 loglevel=4 rdinit=/init"
 boot=$SECONDS
 set +e
 timeout --kill-after=10 "$vm_timeout" \
-	qemu-system-x86_64 -accel tcg -machine pc -cpu max -smp 2 -m "$vm_memory" \
+	qemu-system-x86_64 -accel tcg -machine pc -cpu "${NSBOX_VM_CPU:-max}" -smp 2 -m "$vm_memory" \
 	-nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-kernel "$guest/vmlinuz" -initrd "$guest/initrd.img" -append "$append" \
 	-drive "file=$guest/base.img,format=raw,if=virtio,snapshot=on" \
