@@ -344,7 +344,8 @@ Test (store, an_unprivileged_user_unpacks_without_chown_and_gc_removes_its_0700_
                     "F(l, 'usr/bin/su', mode=0o4755, uid=0)\n"
                     "F(l, 'shadow', mode=0o640, uid=0, gid=42)\n");
   char *out = sh_ok (
-      &fx, "chmod 755 \"$T\" && mkdir ustore && chown -R nsbox-test oci ustore && as() { setpriv --reuid=nsbox-test "
+      &fx, "chmod 755 \"$T\" && mkdir ustore && chown -R nsbox-test oci ustore && as() { setpriv "
+           "--reuid=nsbox-test "
            "--regid=$(id -g nsbox-test) --clear-groups --inh-caps=-all -- \"$@\"; }"
            " && as \"$IMG\" --store \"$T/ustore\" import oci:\"$T/oci\":t >/dev/null"
            " && p=$(as \"$IMG\" --store \"$T/ustore\" rootfs " IMAGE_REF ")"
