@@ -24,6 +24,9 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #include "config.h"
 #include "nsbox.h"
@@ -521,6 +524,16 @@ lib_child (int fd, const char *code, size_t len, const char *const *args)
       write_all (fd, head, strlen (head));
       write_all (fd, msg, strlen (msg));
     }
+  free (json);
+  nsbox_result_free (res);
+  nsbox_config_free (config);
+  nsbox_error_free (err);
+#ifdef __SANITIZE_ADDRESS__
+  /* _exit skips LeakSanitizer's check at exit: run it here, so that a leak
+   * in the library's run path fails the case. */
+  if (__lsan_do_recoverable_leak_check ())
+    _exit (23);
+#endif
   _exit (0);
 }
 
