@@ -38,6 +38,7 @@ struct run
   char *rootfs;
   char **envp;
   char **image_env; /* the image config's Env, when running an image */
+  struct nsbox_store *store; /* held open (shared lock) while the image runs: no gc under it */
   bool own_bpf;
   int fds[10]; /* five pipes, [2i] read end, [2i+1] write end */
 };
@@ -66,6 +67,8 @@ run_release (struct run *r)
       free (*e);
   free (r->envp);
   nsbox_strv_free (r->image_env);
+  if (r->store)
+    nsbox_store_close (r->store);
   for (int i = 0; i < 2 * PIPE_COUNT_; i++)
     if (r->fds[i] >= 0)
       close (r->fds[i]);
@@ -143,15 +146,12 @@ static int
 resolve_image (struct run *r, const struct nsbox_config *c, char **rootfs,
                struct nsbox_error **err)
 {
-  struct nsbox_store *store = NULL;
-  int ret = nsbox_store_open (c->store, &store, err);
+  int ret = nsbox_store_open (c->store, &r->store, err);
   if (ret < 0)
     return ret;
   struct nsbox_pull_options options = { 0 };
-  ret = nsbox_image_resolve (store, c->image, (enum nsbox_pull_policy) c->pull, &options, rootfs,
-                             &r->image_env, err);
-  nsbox_store_close (store);
-  return ret;
+  return nsbox_image_resolve (r->store, c->image, (enum nsbox_pull_policy) c->pull, &options,
+                              rootfs, &r->image_env, err);
 }
 
 /* The built-in policy was compiled to BPF at build time. */
