@@ -12,7 +12,7 @@ for name in ("security.capability", "trusted.x"):
 try:
     fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
     os.write(fd, b"-1000")
-    print("lowered oom_score_adj (gVisor's own)" if os.getpid() == 1 else "ESCAPED: lowered oom_score_adj")
+    print("lowered oom_score_adj (gVisor's own)" if os.uname().release == "4.4.0" else "ESCAPED: lowered oom_score_adj")
 except OSError:
     pass
 print("OK")

@@ -5,13 +5,13 @@ import os, socket
 s = socket.socket()
 try:
     s.bind(("127.0.0.1", 80))
-    print("bound port 80") if os.getpid() == 1 else print("ESCAPED: bound port 80")
+    print("bound port 80") if os.uname().release == "4.4.0" else print("ESCAPED: bound port 80")
 except OSError:
     pass
 for level, opt, val in ((socket.SOL_IP, 19, 1), (socket.SOL_SOCKET, 36, 1), (socket.SOL_SOCKET, 12, 7)):
     try:
         socket.socket().setsockopt(level, opt, val)
-        print("ESCAPED: setsockopt", level, opt) if os.getpid() != 1 else print("setsockopt", level, opt)
+        print("ESCAPED: setsockopt", level, opt) if os.uname().release != "4.4.0" else print("setsockopt", level, opt)
     except OSError:
         pass
 print("OK")
