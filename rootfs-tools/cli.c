@@ -74,7 +74,9 @@ usage (FILE *out)
          "  ls                  list the images of the store\n"
          "  rm REF              forget an image (its data goes at the next gc)\n"
          "  gc                  remove unreferenced blobs and trees, stale downloads\n"
-         "  rootfs REF          print the path of the image's unpacked rootfs\n\n"
+         "  rootfs REF          print the path of the image's unpacked rootfs\n"
+         "  resolve [--pull missing|always|never] REF\n"
+         "                      store root, rootfs and Env, NUL-separated (for nsbox run)\n\n"
          "The store: --store DIR, else $NSBOX_STORE, else /var/lib/nsbox for root,\n"
          "else ${XDG_CACHE_HOME:-~/.cache}/nsbox.\n\n"
          "exit status: 0 ok; 1 other failure; 2 usage or invalid argument; 3 image or\n"
@@ -236,11 +238,48 @@ cmd_rootfs (struct nsbox_store *store, int argc, char **argv)
   return EXIT_OK;
 }
 
+/* For `nsbox run --image` (src/cli.c): the nsbox CLI resolves images
+ * through this command so that it does not load libcurl and libarchive
+ * (48 shared libraries, several milliseconds) on every run. Output, each
+ * item NUL-terminated: the store root, the rootfs path, then the image
+ * config's Env entries. */
+static int
+cmd_resolve (struct nsbox_store *store, int argc, char **argv)
+{
+  static const char *const policies[] = { "missing", "always", "never" };
+  enum nsbox_pull_policy policy = NSBOX_PULL_MISSING;
+  if (argc == 4 && strcmp (argv[1], "--pull") == 0)
+    {
+      size_t i = 0;
+      while (i < ARRAY_SIZE (policies) && strcmp (argv[2], policies[i]) != 0)
+        i++;
+      if (i == ARRAY_SIZE (policies))
+        return usage_error ("--pull takes missing, always or never, not '%s'", argv[2]);
+      policy = (enum nsbox_pull_policy)i;
+      argv += 2;
+      argc -= 2;
+    }
+  if (argc != 2)
+    return usage_error ("resolve takes [--pull POLICY] and one image reference");
+  struct nsbox_pull_options options = { .progress = isatty (STDERR_FILENO) };
+  struct nsbox_error *error = NULL;
+  cleanup_free char *rootfs = NULL;
+  char **env = NULL;
+  if (nsbox_image_resolve (store, argv[1], policy, &options, &rootfs, &env, &error) < 0)
+    return report (error);
+  printf ("%s%c%s%c", nsbox_store_root (store), 0, rootfs, 0);
+  for (char **e = env; e && *e; e++)
+    printf ("%s%c", *e, 0);
+  nsbox_strv_free (env);
+  return EXIT_OK;
+}
+
 static const struct
 {
   const char *name;
   int (*run) (struct nsbox_store *store, int argc, char **argv);
 } commands[] = {
+  { "resolve", cmd_resolve },
   { "pull", cmd_pull }, { "import", cmd_import }, { "ls", cmd_ls },
   { "rm", cmd_rm },     { "gc", cmd_gc },         { "rootfs", cmd_rootfs },
 };

@@ -1,12 +1,16 @@
 /* The nsbox command line. The only place that prints and picks exit codes. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -155,6 +159,130 @@ configure (const struct cli *cli, nsbox_config *config)
   return 0;
 }
 
+/* nsbox-image beside this binary, else the one in PATH. */
+static char *
+image_tool_path (void)
+{
+  char self[PATH_MAX];
+  ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0)
+    {
+      self[n] = '\0';
+      char *slash = strrchr (self, '/');
+      char *path = NULL;
+      if (slash && asprintf (&path, "%.*s/nsbox-image", (int) (slash - self), self) >= 0)
+        {
+          if (access (path, X_OK) == 0)
+            return path;
+          free (path);
+        }
+    }
+  return strdup ("nsbox-image");
+}
+
+/* Runs `nsbox-image resolve` and returns its NUL-separated output. Its
+ * stderr (progress, its own error line) passes through. */
+static int
+run_image_tool (const char *const *argv, char **out, size_t *out_len)
+{
+  int fds[2];
+  if (pipe2 (fds, O_CLOEXEC) < 0)
+    return fail ("create pipe: %s", strerror (errno));
+  pid_t pid = fork ();
+  if (pid < 0)
+    return fail ("fork: %s", strerror (errno));
+  if (pid == 0)
+    {
+      dup2 (fds[1], STDOUT_FILENO);
+      execvp (argv[0], (char *const *) argv);
+      fprintf (stderr, "nsbox: cannot run '%s' to resolve the image: %s\n", argv[0],
+               strerror (errno));
+      _exit (EXIT_NSBOX_FAILED);
+    }
+  close (fds[1]);
+  size_t alloc = 65536, used = 0;
+  char *buf = malloc (alloc);
+  ssize_t n = 0;
+  while (buf && (n = read (fds[0], buf + used, alloc - used)) != 0)
+    {
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 || alloc > (4u << 20))
+        break;
+      used += (size_t) n;
+      char *grown = used == alloc ? realloc (buf, alloc *= 2) : buf;
+      if (!grown)
+        free (buf);
+      buf = grown;
+    }
+  close (fds[0]);
+  int status = 0;
+  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (!buf || n != 0 || !WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    {
+      free (buf);
+      return EXIT_NSBOX_FAILED;
+    }
+  *out = buf;
+  *out_len = used;
+  return 0;
+}
+
+/* The CLI resolves `image` through nsbox-image (so it need not load the
+ * registry and archive libraries), then runs the rootfs with the image's
+ * Env as base environment. A shared lock on the store keeps `nsbox-image
+ * gc` from removing the tree while it runs (the lock is released with the
+ * process). */
+static int
+resolve_image (nsbox_config *config)
+{
+  cleanup_free char *image = nsbox_config_get (config, "image", NULL);
+  cleanup_free char *pull = nsbox_config_get (config, "pull", NULL);
+  cleanup_free char *store = nsbox_config_get (config, "store", NULL);
+  cleanup_free char *tool = image_tool_path ();
+  if (!image || !pull || !store || !tool)
+    return fail ("%s", "out of memory");
+  const char *argv[8];
+  int argc = 0;
+  argv[argc++] = tool;
+  if (*store)
+    {
+      argv[argc++] = "--store";
+      argv[argc++] = store;
+    }
+  argv[argc++] = "resolve";
+  argv[argc++] = "--pull";
+  argv[argc++] = pull;
+  argv[argc++] = image;
+  argv[argc] = NULL;
+  cleanup_free char *out = NULL;
+  size_t len = 0;
+  int ret = run_image_tool (argv, &out, &len);
+  if (ret != 0)
+    return ret;
+  /* store root, rootfs, then Env entries, each NUL-terminated */
+  const char *items[4096];
+  size_t count = 0;
+  for (size_t off = 0; off < len && count < ARRAY_SIZE (items);)
+    {
+      items[count++] = out + off;
+      off += strnlen (out + off, len - off) + 1;
+    }
+  if (count < 2 || out[len - 1] != '\0')
+    return fail ("'%s resolve %s' gave no rootfs", tool, image);
+  char lock[PATH_MAX];
+  snprintf (lock, sizeof lock, "%s/locks/store.lock", items[0]);
+  int lock_fd = open (lock, O_RDONLY | O_CLOEXEC);
+  if (lock_fd >= 0)
+    flock (lock_fd, LOCK_SH);
+  cleanup_error struct nsbox_error *err = NULL;
+  if (nsbox_config_set (config, "rootfs", items[1], &err) < 0
+      || nsbox_config_set_base_env (config, items + 2, count - 2, &err) < 0)
+    return fail ("%s", nsbox_error_message (err));
+  return 0;
+}
+
 static int
 read_code (char **code, size_t *len)
 {
@@ -271,6 +399,9 @@ cmd_run (int argc, char **argv)
   if (!config)
     return fail ("%s", nsbox_error_message (err));
   ret = configure (&cli, config);
+  cleanup_free char *rootfs = ret == 0 ? nsbox_config_get (config, "rootfs", NULL) : NULL;
+  if (ret == 0 && rootfs && !*rootfs)
+    ret = resolve_image (config);
   cleanup_free char *code = NULL;
   size_t code_len = 0;
   if (ret == 0)

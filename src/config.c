@@ -911,6 +911,7 @@ nsbox_config_free (nsbox_config *config)
   string_list_free (config->command);
   free (config->seccomp_policy);
   free (config->store);
+  string_list_free (config->base_env);
   free (config);
 }
 
@@ -965,6 +966,19 @@ strdup_or_null (const char *text, bool *failed)
   return copy;
 }
 
+int
+nsbox_config_set_base_env (nsbox_config *config, const char *const *env, size_t len,
+                           struct nsbox_error **err)
+{
+  char **copy = NULL;
+  if (env && !(copy = string_list_dup (env, len)))
+    return out_of_memory (err);
+  string_list_free (config->base_env);
+  config->base_env = copy;
+  config->base_env_len = env ? len : 0;
+  return 0;
+}
+
 nsbox_config *
 nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
 {
@@ -986,6 +1000,11 @@ nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
   copy->network = strdup_or_null (config->network, &failed);
   copy->seccomp_policy = strdup_or_null (config->seccomp_policy, &failed);
   copy->store = strdup_or_null (config->store, &failed);
+  copy->base_env = NULL;
+  if (config->base_env
+      && !(copy->base_env
+           = string_list_dup ((const char *const *)config->base_env, config->base_env_len)))
+    failed = true;
   copy->env = string_list_dup ((const char *const *)config->env, config->env_len);
   copy->command = string_list_dup ((const char *const *)config->command, config->command_len);
   if (failed || !copy->env || !copy->command)

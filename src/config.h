@@ -39,6 +39,8 @@ struct nsbox_config
   char *seccomp_policy;        /* path of a policy YAML; NULL: the built-in one */
   int pull;                    /* enum nsbox_pull_policy (rootfs-tools/image.h) */
   char *store;                 /* image store directory; NULL: $NSBOX_STORE or the default */
+  char **base_env;             /* an image's Env resolved outside the library (the CLI), or NULL */
+  size_t base_env_len;
 };
 
 /* Parses "64m", "1g", "512k", "100" (bytes; k/m/g/t are powers of 1024,
@@ -59,6 +61,11 @@ struct nsbox_key_info
   bool repeatable;
 };
 const struct nsbox_key_info *nsbox_config_keys (void) __attribute__ ((visibility ("hidden")));
+
+/* Replaces the base environment (NAME=VALUE strings) that the configured
+ * `env` is added to; NULL restores the bare-rootfs default. */
+int nsbox_config_set_base_env (nsbox_config *config, const char *const *env, size_t len,
+                               struct nsbox_error **err) __attribute__ ((visibility ("hidden")));
 
 /* Deep copy (used by nsbox_run to take a stable snapshot). */
 nsbox_config *nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)

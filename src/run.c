@@ -66,7 +66,8 @@ run_release (struct run *r)
     for (char **e = r->envp; *e; e++)
       free (*e);
   free (r->envp);
-  nsbox_strv_free (r->image_env);
+  if (r->image_env)
+    nsbox_strv_free (r->image_env);
   if (r->store)
     nsbox_store_close (r->store);
   for (int i = 0; i < 2 * PIPE_COUNT_; i++)
@@ -118,7 +119,12 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
 {
   const char *const *base = base_env;
   size_t nbase = ARRAY_SIZE (base_env);
-  if (r->image_env)
+  if (c->base_env)
+    {
+      base = (const char *const *) c->base_env;
+      nbase = c->base_env_len;
+    }
+  else if (r->image_env)
     {
       base = (const char *const *) r->image_env;
       for (nbase = 0; r->image_env[nbase]; nbase++)
@@ -141,11 +147,24 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
   return 0;
 }
 
+/* Image support (rootfs-tools: libcurl, libarchive) is linked into
+ * libnsbox.so, but a program linking libnsbox.a without calling it (the
+ * nsbox CLI, which resolves images through nsbox-image) does not pull it in:
+ * weak references do not extract archive members. */
+#pragma weak nsbox_store_open
+#pragma weak nsbox_store_close
+#pragma weak nsbox_image_resolve
+#pragma weak nsbox_strv_free
+
 /* `image`: resolved through the store, pulled per `pull`. */
 static int
 resolve_image (struct run *r, const struct nsbox_config *c, char **rootfs,
                struct nsbox_error **err)
 {
+  if (!nsbox_store_open || !nsbox_image_resolve)
+    return nsbox_error_set (err, ENOTSUP, "image '%s': this program was linked without image "
+                                          "support (set 'rootfs', or link libnsbox.so)",
+                            c->image);
   int ret = nsbox_store_open (c->store, &r->store, err);
   if (ret < 0)
     return ret;
