@@ -1,6 +1,6 @@
 # hostile: kernel memory in pipe buffers: many pipes grown to the maximum and filled
 # args: --memory 128m --timeout 15s
-# expect: exit=any max_seconds=15
+# expect: exit=any max_seconds=25
 import os, fcntl
 F_SETPIPE_SZ = 1031
 pipes = []
