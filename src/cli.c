@@ -294,19 +294,21 @@ read_code (char **code, size_t *len)
     {
       if (used == alloc)
         {
-          if (alloc >= MAX_CODE_BYTES)
+          /* One spare byte past the cap tells "exactly 64 MiB" from "more". */
+          size_t want = alloc >= MAX_CODE_BYTES ? MAX_CODE_BYTES + 1 : alloc * 2;
+          if (used > MAX_CODE_BYTES)
             {
               free (buf);
               return fail ("code on stdin exceeds %u MiB", MAX_CODE_BYTES >> 20);
             }
-          char *grown = realloc (buf, alloc * 2);
+          char *grown = realloc (buf, want);
           if (!grown)
             {
               free (buf);
               return fail ("%s", "out of memory");
             }
           buf = grown;
-          alloc *= 2;
+          alloc = want;
         }
       ssize_t n = read (STDIN_FILENO, buf + used, alloc - used);
       if (n < 0 && errno == EINTR)
