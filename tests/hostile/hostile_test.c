@@ -105,7 +105,7 @@ scan_corpus (struct case_param **out, bool shared)
       if (g->d_name[0] == '.' || strcmp (g->d_name, "lib") == 0 || strlen (g->d_name) >= 32)
         continue;
       char dir[PATH_MAX - 128];
-      snprintf (dir, sizeof dir, "%.3800s/%s", corpus_dir (), g->d_name);
+      snprintf (dir, sizeof dir, "%.3800s/%.31s", corpus_dir (), g->d_name);
       DIR *d = opendir (dir);
       struct dirent *f;
       while (d && (f = readdir (d)))
@@ -115,9 +115,9 @@ scan_corpus (struct case_param **out, bool shared)
             continue;
           struct case_param *p = &params[n++];
           memset (p, 0, sizeof *p);
-          snprintf (p->group, sizeof p->group, "%s", g->d_name);
+          snprintf (p->group, sizeof p->group, "%.31s", g->d_name);
           snprintf (p->name, sizeof p->name, "%.*s", (int)(len - 3), f->d_name);
-          snprintf (p->path, sizeof p->path, "%s/%s", dir, f->d_name);
+          snprintf (p->path, sizeof p->path, "%s/%.95s", dir, f->d_name);
         }
       if (d)
         closedir (d);
