@@ -68,6 +68,7 @@ qemu_pid=
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
 	if [ -n "$qemu_pid" ]; then
+		log "stopping qemu"
 		# timeout(1) leads a process group of its own with qemu in it.
 		kill -KILL -- "-$qemu_pid" 2>/dev/null || kill -KILL "$qemu_pid" 2>/dev/null || true
 		wait "$qemu_pid" 2>/dev/null || true
@@ -105,8 +106,10 @@ append="console=ttyS0 cgroup_no_v1=all panic=-1 loglevel=4 rdinit=/init"
 [ -n "${NSBOX_VM_PASSES:-}" ] && append="$append nsbox_vm_passes=$NSBOX_VM_PASSES"
 boot=$SECONDS
 set +e
-timeout --kill-after=10 "$vm_timeout" \
-	qemu-system-x86_64 -accel tcg -machine pc -cpu "${NSBOX_VM_CPU:-max}" -smp 2 -m "$vm_memory" \
+# Belt and braces besides the EXIT trap: timeout and qemu die with their
+# parents (setpriv --pdeathsig), even if this script is killed outright.
+setpriv --pdeathsig KILL timeout --kill-after=10 "$vm_timeout" \
+	setpriv --pdeathsig KILL qemu-system-x86_64 -accel tcg -machine pc -cpu "${NSBOX_VM_CPU:-max}" -smp 2 -m "$vm_memory" \
 	-nodefaults -display none -no-reboot -serial stdio -monitor none \
 	-kernel "$guest/vmlinuz" -initrd "$guest/initrd.img" -append "$append" \
 	-drive "file=$guest/base.img,format=raw,if=virtio,snapshot=on" \
