@@ -1106,10 +1106,10 @@ run_case (const struct case_param *c)
   /* wait4: nsbox or the largest process of the sandbox. */
   json_t *peak = out.json ? json_object_get (out.json, "memory_peak_bytes") : NULL;
   long sandbox_kb = json_is_integer (peak) ? (long)(json_integer_value (peak) / 1024) : 0;
-  RUN_ASSERT (&out, out.peak_rss_kb <= lim.max_rss_kb + sandbox_kb + 16 * 1024,
+  RUN_ASSERT (&out, out.peak_rss_kb <= max_rss_kb + sandbox_kb + 16 * 1024,
               "%s: wait4 ru_maxrss of nsbox %ld kB is beyond its own bound %ld kB plus the "
               "sandbox's peak %ld kB",
-              name, out.peak_rss_kb, lim.max_rss_kb, sandbox_kb);
+              name, out.peak_rss_kb, max_rss_kb, sandbox_kb);
   check_host (name, &out, hp, tag, since, until);
 
   for (size_t i = 0; i < nkv; i++)
