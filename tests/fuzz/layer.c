@@ -48,9 +48,14 @@ ignore_log (void *data, const char *message)
   FUZZ_CHECK (message && *message, "empty warning");
 }
 
-/* Appends one line per entry below dir_fd/name (sorted by readdir order of
- * a tree nobody changes, so stable): path, type and mode, size, links,
- * mtime. */
+static int
+compare_names (const void *a, const void *b)
+{
+  return strcmp (a, b);
+}
+
+/* Appends one line per entry at and below dir_fd/path, by name: path,
+ * type and mode, size, links, mtime. */
 static void
 signature_of (int dir_fd, const char *path, char *out, size_t *used)
 {
@@ -79,7 +84,7 @@ signature_of (int dir_fd, const char *path, char *out, size_t *used)
       snprintf (names[count++], sizeof names[0], "%s", de->d_name);
     }
   closedir (dir);
-  qsort (names, count, sizeof names[0], (int (*) (const void *, const void *))strcmp);
+  qsort (names, count, sizeof names[0], compare_names);
   for (size_t i = 0; i < count; i++)
     {
       char child[PATH_MAX];
