@@ -922,7 +922,9 @@ ensure_launcher_dir (struct rt_unpack *u, const char *name, mode_t mode, FILE *a
   if (mkdirat (u->root_fd, name, 0700) < 0)
     return nsbox_error_sys (err, errno, "create '/%s'", name);
   cleanup_close int fd = openat (u->root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 || fchmod (fd, mode) < 0)
+  /* A fixed time, so every unpack of the image gives the same tree. */
+  static const struct timespec epoch[2] = { { 0, 0 }, { 0, 0 } };
+  if (fd < 0 || fchmod (fd, mode) < 0 || futimens (fd, epoch) < 0)
     return nsbox_error_sys (err, errno, "chmod '/%s'", name);
   fprintf (added, "%s\n", name);
   return 0;
@@ -1024,7 +1026,10 @@ rt_unpack_finish (struct rt_unpack *u, FILE *ownership, FILE *added, struct nsbo
       if (fchmod (fd, items[i].meta->mode & 07777) < 0 || futimens (fd, ts) < 0)
         return nsbox_error_sys (err, errno, "set mode and times of '/%s'", items[i].path);
     }
-  if (fchmod (u->root_fd, 0755) < 0)
+  /* Layers cannot carry the root's metadata (a root entry is ignored): a
+   * fixed mode and time keep the tree the same whatever the unpack time. */
+  static const struct timespec epoch[2] = { { 0, 0 }, { 0, 0 } };
+  if (fchmod (u->root_fd, 0755) < 0 || futimens (u->root_fd, epoch) < 0)
     return nsbox_error_sys (err, errno, "chmod the rootfs");
 
   qsort (items, n, sizeof *items, by_path);
