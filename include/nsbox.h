@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
-extern "C" {
+extern "C"
+{
 #endif
 
 #if defined(NSBOX_BUILDING)
@@ -23,111 +24,111 @@ extern "C" {
 #define NSBOX_EXPORT
 #endif
 
-/* Error object: a negative errno-style code and an allocated message such as
- * "mount tmpfs on '/tmp': Operation not permitted". */
-struct nsbox_error;
+  /* Error object: a negative errno-style code and an allocated message such as
+   * "mount tmpfs on '/tmp': Operation not permitted". */
+  struct nsbox_error;
 
-/* Returns the message; valid until the error is freed. */
-NSBOX_EXPORT const char *nsbox_error_message (const struct nsbox_error *error);
-/* Returns the positive errno value that caused the error (EINVAL for bad
- * input, EBADMSG for a malformed file, ...). */
-NSBOX_EXPORT int nsbox_error_errno (const struct nsbox_error *error);
-/* Frees the error; NULL is allowed. */
-NSBOX_EXPORT void nsbox_error_free (struct nsbox_error *error);
+  /* Returns the message; valid until the error is freed. */
+  NSBOX_EXPORT const char *nsbox_error_message (const struct nsbox_error *error);
+  /* Returns the positive errno value that caused the error (EINVAL for bad
+   * input, EBADMSG for a malformed file, ...). */
+  NSBOX_EXPORT int nsbox_error_errno (const struct nsbox_error *error);
+  /* Frees the error; NULL is allowed. */
+  NSBOX_EXPORT void nsbox_error_free (struct nsbox_error *error);
 
-/* Configuration. Every key uses the one vocabulary shared with the YAML file,
- * the CLI flags and the JSON result: image, rootfs, runtime, timeout, memory,
- * cpus, pids-limit, max-output-bytes, tmp-size, network, user, env, command,
- * strict, seccomp-policy. */
-typedef struct nsbox_config nsbox_config;
+  /* Configuration. Every key uses the one vocabulary shared with the YAML file,
+   * the CLI flags and the JSON result: image, rootfs, runtime, timeout, memory,
+   * cpus, pids-limit, max-output-bytes, tmp-size, network, user, env, command,
+   * strict, seccomp-policy. */
+  typedef struct nsbox_config nsbox_config;
 
-/* A configuration holding the built-in defaults. */
-NSBOX_EXPORT nsbox_config *nsbox_config_new (struct nsbox_error **err);
-NSBOX_EXPORT void nsbox_config_free (nsbox_config *config);
+  /* A configuration holding the built-in defaults. */
+  NSBOX_EXPORT nsbox_config *nsbox_config_new (struct nsbox_error **err);
+  NSBOX_EXPORT void nsbox_config_free (nsbox_config *config);
 
-/* Sets one key from its textual form ("64m", "500ms", "0.5", "65534:65534").
- * `env` takes "NAME=VALUE" and adds or replaces that variable; `command`
- * takes one argument and appends it (see nsbox_config_set_command to replace
- * the whole command). An unknown key or invalid value fails with -EINVAL and
- * leaves the configuration unchanged. */
-NSBOX_EXPORT int nsbox_config_set (nsbox_config *config, const char *key, const char *value,
-                                   struct nsbox_error **err);
-
-/* Replaces the command (argv of the program run in the sandbox; default
- * `python -`). argc must be >= 1. */
-NSBOX_EXPORT int nsbox_config_set_command (nsbox_config *config, size_t argc,
-                                           const char *const *argv, struct nsbox_error **err);
-
-/* Loads a YAML configuration file over the current values. Errors name the
- * file, line and column; on error the configuration is unchanged. */
-NSBOX_EXPORT int nsbox_config_load_yaml (nsbox_config *config, const char *path,
-                                         struct nsbox_error **err);
-
-/* Returns the textual value of a scalar key (caller frees), or NULL with
- * -EINVAL for an unknown key. */
-NSBOX_EXPORT char *nsbox_config_get (const nsbox_config *config, const char *key,
+  /* Sets one key from its textual form ("64m", "500ms", "0.5", "65534:65534").
+   * `env` takes "NAME=VALUE" and adds or replaces that variable; `command`
+   * takes one argument and appends it (see nsbox_config_set_command to replace
+   * the whole command). An unknown key or invalid value fails with -EINVAL and
+   * leaves the configuration unchanged. */
+  NSBOX_EXPORT int nsbox_config_set (nsbox_config *config, const char *key, const char *value,
                                      struct nsbox_error **err);
 
-/* Result of one run. */
-typedef struct nsbox_result nsbox_result;
+  /* Replaces the command (argv of the program run in the sandbox; default
+   * `python -`). argc must be >= 1. */
+  NSBOX_EXPORT int nsbox_config_set_command (nsbox_config *config, size_t argc,
+                                             const char *const *argv, struct nsbox_error **err);
 
-/* How a limit was enforced. */
-enum nsbox_mechanism
-{
-  NSBOX_MECH_NONE = 0,
-  NSBOX_MECH_RLIMIT,
-  NSBOX_MECH_CGROUP1,
-  NSBOX_MECH_CGROUP2,
-  NSBOX_MECH_TMPFS,
-};
+  /* Loads a YAML configuration file over the current values. Errors name the
+   * file, line and column; on error the configuration is unchanged. */
+  NSBOX_EXPORT int nsbox_config_load_yaml (nsbox_config *config, const char *path,
+                                           struct nsbox_error **err);
 
-enum nsbox_limit
-{
-  NSBOX_LIMIT_MEMORY = 0,
-  NSBOX_LIMIT_CPUS,
-  NSBOX_LIMIT_PIDS,
-  NSBOX_LIMIT_TMP,
-  NSBOX_LIMIT_COUNT_,
-};
+  /* Returns the textual value of a scalar key (caller frees), or NULL with
+   * -EINVAL for an unknown key. */
+  NSBOX_EXPORT char *nsbox_config_get (const nsbox_config *config, const char *key,
+                                       struct nsbox_error **err);
 
-/* Runs `code` (fed to the program's stdin) in a fresh sandbox described by
- * `config`. Returns 0 and stores a result the caller frees with
- * nsbox_result_free() whenever the program ran, whatever its outcome
- * (non-zero exit, timeout, memory kill). Fails when the sandbox could not be
- * set up: the error then says which step failed and why. Safe to call from
- * several threads at once with different or shared (unmodified) configs. */
-NSBOX_EXPORT int nsbox_run (const nsbox_config *config, const char *code, size_t code_len,
-                            nsbox_result **result, struct nsbox_error **err);
+  /* Result of one run. */
+  typedef struct nsbox_result nsbox_result;
 
-NSBOX_EXPORT void nsbox_result_free (nsbox_result *result);
+  /* How a limit was enforced. */
+  enum nsbox_mechanism
+  {
+    NSBOX_MECH_NONE = 0,
+    NSBOX_MECH_RLIMIT,
+    NSBOX_MECH_CGROUP1,
+    NSBOX_MECH_CGROUP2,
+    NSBOX_MECH_TMPFS,
+  };
 
-/* The program's exit status, or 128+N when signal N killed it. */
-NSBOX_EXPORT int nsbox_result_exit_code (const nsbox_result *result);
-/* The signal that killed the program, or 0. */
-NSBOX_EXPORT int nsbox_result_signal (const nsbox_result *result);
-NSBOX_EXPORT bool nsbox_result_timed_out (const nsbox_result *result);
-NSBOX_EXPORT bool nsbox_result_oom_killed (const nsbox_result *result);
-/* Captured output (not NUL-terminated; may contain any byte), valid until the
- * result is freed; at most max-output-bytes per stream. */
-NSBOX_EXPORT const char *nsbox_result_stdout (const nsbox_result *result, size_t *len);
-NSBOX_EXPORT const char *nsbox_result_stderr (const nsbox_result *result, size_t *len);
-NSBOX_EXPORT bool nsbox_result_stdout_truncated (const nsbox_result *result);
-NSBOX_EXPORT bool nsbox_result_stderr_truncated (const nsbox_result *result);
-NSBOX_EXPORT uint64_t nsbox_result_duration_ms (const nsbox_result *result);
-NSBOX_EXPORT uint64_t nsbox_result_cpu_ms (const nsbox_result *result);
-/* Peak memory of the sandbox in bytes, or 0 when no mechanism measured it. */
-NSBOX_EXPORT uint64_t nsbox_result_memory_peak_bytes (const nsbox_result *result);
-NSBOX_EXPORT enum nsbox_mechanism nsbox_result_limit (const nsbox_result *result,
-                                                      enum nsbox_limit limit);
-/* "native" or "runsc". */
-NSBOX_EXPORT const char *nsbox_result_runtime (const nsbox_result *result);
+  enum nsbox_limit
+  {
+    NSBOX_LIMIT_MEMORY = 0,
+    NSBOX_LIMIT_CPUS,
+    NSBOX_LIMIT_PIDS,
+    NSBOX_LIMIT_TMP,
+    NSBOX_LIMIT_COUNT_,
+  };
 
-/* "none", "rlimit", "cgroup1", "cgroup2", "tmpfs". */
-NSBOX_EXPORT const char *nsbox_mechanism_name (enum nsbox_mechanism mechanism);
+  /* Runs `code` (fed to the program's stdin) in a fresh sandbox described by
+   * `config`. Returns 0 and stores a result the caller frees with
+   * nsbox_result_free() whenever the program ran, whatever its outcome
+   * (non-zero exit, timeout, memory kill). Fails when the sandbox could not be
+   * set up: the error then says which step failed and why. Safe to call from
+   * several threads at once with different or shared (unmodified) configs. */
+  NSBOX_EXPORT int nsbox_run (const nsbox_config *config, const char *code, size_t code_len,
+                              nsbox_result **result, struct nsbox_error **err);
 
-/* The result as one JSON object (see README.md); stdout and stderr are
- * converted to valid UTF-8, invalid bytes replaced by U+FFFD. Caller frees. */
-NSBOX_EXPORT char *nsbox_result_to_json (const nsbox_result *result, struct nsbox_error **err);
+  NSBOX_EXPORT void nsbox_result_free (nsbox_result *result);
+
+  /* The program's exit status, or 128+N when signal N killed it. */
+  NSBOX_EXPORT int nsbox_result_exit_code (const nsbox_result *result);
+  /* The signal that killed the program, or 0. */
+  NSBOX_EXPORT int nsbox_result_signal (const nsbox_result *result);
+  NSBOX_EXPORT bool nsbox_result_timed_out (const nsbox_result *result);
+  NSBOX_EXPORT bool nsbox_result_oom_killed (const nsbox_result *result);
+  /* Captured output (not NUL-terminated; may contain any byte), valid until the
+   * result is freed; at most max-output-bytes per stream. */
+  NSBOX_EXPORT const char *nsbox_result_stdout (const nsbox_result *result, size_t *len);
+  NSBOX_EXPORT const char *nsbox_result_stderr (const nsbox_result *result, size_t *len);
+  NSBOX_EXPORT bool nsbox_result_stdout_truncated (const nsbox_result *result);
+  NSBOX_EXPORT bool nsbox_result_stderr_truncated (const nsbox_result *result);
+  NSBOX_EXPORT uint64_t nsbox_result_duration_ms (const nsbox_result *result);
+  NSBOX_EXPORT uint64_t nsbox_result_cpu_ms (const nsbox_result *result);
+  /* Peak memory of the sandbox in bytes, or 0 when no mechanism measured it. */
+  NSBOX_EXPORT uint64_t nsbox_result_memory_peak_bytes (const nsbox_result *result);
+  NSBOX_EXPORT enum nsbox_mechanism nsbox_result_limit (const nsbox_result *result,
+                                                        enum nsbox_limit limit);
+  /* "native" or "runsc". */
+  NSBOX_EXPORT const char *nsbox_result_runtime (const nsbox_result *result);
+
+  /* "none", "rlimit", "cgroup1", "cgroup2", "tmpfs". */
+  NSBOX_EXPORT const char *nsbox_mechanism_name (enum nsbox_mechanism mechanism);
+
+  /* The result as one JSON object (see README.md); stdout and stderr are
+   * converted to valid UTF-8, invalid bytes replaced by U+FFFD. Caller frees. */
+  NSBOX_EXPORT char *nsbox_result_to_json (const nsbox_result *result, struct nsbox_error **err);
 
 #ifdef __cplusplus
 }

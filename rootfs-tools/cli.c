@@ -279,9 +279,8 @@ static const struct
   const char *name;
   int (*run) (struct nsbox_store *store, int argc, char **argv);
 } commands[] = {
-  { "resolve", cmd_resolve },
-  { "pull", cmd_pull }, { "import", cmd_import }, { "ls", cmd_ls },
-  { "rm", cmd_rm },     { "gc", cmd_gc },         { "rootfs", cmd_rootfs },
+  { "resolve", cmd_resolve }, { "pull", cmd_pull }, { "import", cmd_import }, { "ls", cmd_ls },
+  { "rm", cmd_rm },           { "gc", cmd_gc },     { "rootfs", cmd_rootfs },
 };
 
 int

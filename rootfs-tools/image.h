@@ -16,9 +16,9 @@ enum nsbox_pull_policy
 
 struct nsbox_pull_options
 {
-  const char *platform;         /* "linux/amd64", "linux/arm64/v8"; NULL: the host's */
+  const char *platform;                   /* "linux/amd64", "linux/arm64/v8"; NULL: the host's */
   const char *const *insecure_registries; /* plain HTTP allowed (loopback always is) */
-  bool progress;                /* a progress bar on stderr when it is a TTY */
+  bool progress;                          /* a progress bar on stderr when it is a TTY */
 };
 
 /* Pulls REF into the store and tags it; verifies everything. Returns the

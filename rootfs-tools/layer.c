@@ -861,10 +861,10 @@ rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *diff_id, unsigned
   struct stat blob;
   struct statvfs fs;
   if (fstat (blob_fd, &blob) == 0 && fstatvfs (u->root_fd, &fs) == 0
-      && (uint64_t) fs.f_bavail * fs.f_frsize < (uint64_t) blob.st_size)
+      && (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)blob.st_size)
     return nsbox_error_set (err, ENOSPC, "layer %u: %llu bytes free, the layer alone is %lld",
-                            index, (unsigned long long) fs.f_bavail * fs.f_frsize,
-                            (long long) blob.st_size);
+                            index, (unsigned long long)fs.f_bavail * fs.f_frsize,
+                            (long long)blob.st_size);
   /* Tar headers and padding on top of the file data. */
   uint64_t stream_limit = lim->layer_bytes + lim->layer_bytes / 4 + (64u << 20);
   int ret = rt_stream_new (blob_fd, stream_limit, &l.stream, err);

@@ -47,9 +47,9 @@ int nsbox_store_read_blob (struct nsbox_store *store, const char *digest, size_t
  * reports in *resume_offset how many bytes of a previous partial download
  * were kept (re-hashed), so the caller can ask for a Range. expected_size
  * may be -1 when unknown. */
-int nsbox_store_ingest_begin (struct nsbox_store *store, const char *digest,
-                              int64_t expected_size, struct nsbox_ingest **out, bool *already,
-                              uint64_t *resume_offset, struct nsbox_error **err);
+int nsbox_store_ingest_begin (struct nsbox_store *store, const char *digest, int64_t expected_size,
+                              struct nsbox_ingest **out, bool *already, uint64_t *resume_offset,
+                              struct nsbox_error **err);
 /* Discards the partial data (the server answered 200 to a Range request). */
 int nsbox_ingest_restart (struct nsbox_ingest *ingest, struct nsbox_error **err);
 int nsbox_ingest_write (struct nsbox_ingest *ingest, const void *buf, size_t len,

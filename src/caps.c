@@ -11,7 +11,7 @@ void
 nsbox_caps_drop_bounding (void)
 {
   /* Bits beyond the kernel's last capability fail with EINVAL: harmless. */
-  for (cap_value_t cap = 0; cap < (cap_value_t) cap_max_bits (); cap++)
+  for (cap_value_t cap = 0; cap < (cap_value_t)cap_max_bits (); cap++)
     if (cap_drop_bound (cap) < 0 && errno != EINVAL)
       nsbox_child_fail (NSBOX_STEP_CAPBSET, errno, NULL);
   if (cap_reset_ambient () < 0)

@@ -71,8 +71,7 @@ usage (FILE *out)
                 "limit;\n125 nsbox could not run it.\n");
 }
 
-static int __attribute__ ((format (printf, 1, 2)))
-fail (const char *fmt, ...)
+static int __attribute__ ((format (printf, 1, 2))) fail (const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
@@ -95,9 +94,9 @@ build_options (void)
   if (!opts)
     return NULL;
   for (size_t i = 0; i < n; i++)
-    opts[i] = (struct option){ keys[i].name, keys[i].is_boolean ? optional_argument
-                                                                : required_argument,
-                               NULL, OPT_KEY_BASE + (int) i };
+    opts[i]
+        = (struct option){ keys[i].name, keys[i].is_boolean ? optional_argument : required_argument,
+                           NULL, OPT_KEY_BASE + (int)i };
   opts[n] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
   opts[n + 1] = (struct option){ "json", no_argument, NULL, OPT_JSON };
   opts[n + 2] = (struct option){ "help", no_argument, NULL, OPT_HELP };
@@ -108,7 +107,7 @@ static int
 parse_args (struct cli *cli, int argc, char **argv)
 {
   cleanup_free struct option *opts = build_options ();
-  cli->settings = calloc ((size_t) argc, sizeof *cli->settings);
+  cli->settings = calloc ((size_t)argc, sizeof *cli->settings);
   if (!opts || !cli->settings)
     return fail ("%s", "out of memory");
   const struct nsbox_key_info *keys = nsbox_config_keys ();
@@ -138,7 +137,7 @@ parse_args (struct cli *cli, int argc, char **argv)
         return fail ("unknown option '%s' (see nsbox run --help)", argv[optind - 1]);
     }
   cli->command = argv + optind;
-  cli->command_len = (size_t) (argc - optind);
+  cli->command_len = (size_t)(argc - optind);
   return 0;
 }
 
@@ -152,7 +151,7 @@ configure (const struct cli *cli, nsbox_config *config)
     if (nsbox_config_set (config, cli->settings[i].key, cli->settings[i].value, &err) < 0)
       return fail ("%s", nsbox_error_message (err));
   if (cli->command_len > 0
-      && nsbox_config_set_command (config, cli->command_len, (const char *const *) cli->command,
+      && nsbox_config_set_command (config, cli->command_len, (const char *const *)cli->command,
                                    &err)
              < 0)
     return fail ("%s", nsbox_error_message (err));
@@ -170,7 +169,7 @@ image_tool_path (void)
       self[n] = '\0';
       char *slash = strrchr (self, '/');
       char *path = NULL;
-      if (slash && asprintf (&path, "%.*s/nsbox-image", (int) (slash - self), self) >= 0)
+      if (slash && asprintf (&path, "%.*s/nsbox-image", (int)(slash - self), self) >= 0)
         {
           if (access (path, X_OK) == 0)
             return path;
@@ -194,7 +193,7 @@ run_image_tool (const char *const *argv, char **out, size_t *out_len)
   if (pid == 0)
     {
       dup2 (fds[1], STDOUT_FILENO);
-      execvp (argv[0], (char *const *) argv);
+      execvp (argv[0], (char *const *)argv);
       fprintf (stderr, "nsbox: cannot run '%s' to resolve the image: %s\n", argv[0],
                strerror (errno));
       _exit (EXIT_NSBOX_FAILED);
@@ -209,7 +208,7 @@ run_image_tool (const char *const *argv, char **out, size_t *out_len)
         continue;
       if (n < 0 || alloc > (4u << 20))
         break;
-      used += (size_t) n;
+      used += (size_t)n;
       char *grown = used == alloc ? realloc (buf, alloc *= 2) : buf;
       if (!grown)
         free (buf);
@@ -320,7 +319,7 @@ read_code (char **code, size_t *len)
         }
       if (n == 0)
         break;
-      used += (size_t) n;
+      used += (size_t)n;
     }
   *code = buf;
   *len = used;
@@ -338,7 +337,7 @@ write_all (int fd, const char *data, size_t len)
       if (n <= 0)
         return;
       data += n;
-      len -= (size_t) n;
+      len -= (size_t)n;
     }
 }
 
@@ -421,7 +420,7 @@ cmd_run (int argc, char **argv)
 static void
 print_warning (const char *message, void *data)
 {
-  (void) data;
+  (void)data;
   fprintf (stderr, "nsbox: warning: %s\n", message);
 }
 
@@ -434,7 +433,7 @@ cmd_check_policy (int argc, char **argv)
   cleanup_error struct nsbox_error *err = NULL;
   if (nsbox_seccomp_compile_file (argv[1], &bpf, print_warning, NULL, &err) < 0)
     return fail ("%s", nsbox_error_message (err));
-  printf ("%s: %u BPF instructions\n", argv[1], (unsigned) bpf.len);
+  printf ("%s: %u BPF instructions\n", argv[1], (unsigned)bpf.len);
   nsbox_bpf_release (&bpf);
   return 0;
 }

@@ -856,7 +856,7 @@ static int load_command (struct config_loader *loader, const struct config_key *
      "refuse to run when a limit cannot be enforced (default false)",                              \
      "true, false, yes, no, 1 or 0")                                                               \
   X (seccomp_policy, "seccomp-policy", KEY_NULLABLE, load_scalar,                                  \
-     "seccomp policy YAML file (default the built-in policy)", "a file")                          \
+     "seccomp policy YAML file (default the built-in policy)", "a file")                           \
   X (pull, "pull", 0, load_scalar, "pull the image: missing, always or never (default missing)",   \
      "missing, always or never")                                                                   \
   X (store, "store", KEY_NULLABLE, load_scalar,                                                    \

@@ -19,27 +19,27 @@ enum nsbox_runtime
 
 struct nsbox_config
 {
-  char *image;                 /* OCI reference, always set; rootfs wins when set */
-  char *rootfs;                /* unpacked root filesystem directory */
+  char *image;  /* OCI reference, always set; rootfs wins when set */
+  char *rootfs; /* unpacked root filesystem directory */
   enum nsbox_runtime runtime;
-  uint64_t timeout_ms;         /* > 0 */
-  uint64_t memory_bytes;       /* > 0 */
-  uint64_t cpus_milli;         /* CPU bandwidth in thousandths of a CPU, > 0 */
-  uint64_t pids_limit;         /* > 0 */
-  uint64_t max_output_bytes;   /* per stream */
-  uint64_t tmp_size_bytes;     /* > 0 */
-  char *network;               /* "none" */
-  uid_t uid;                   /* inside the sandbox */
+  uint64_t timeout_ms;       /* > 0 */
+  uint64_t memory_bytes;     /* > 0 */
+  uint64_t cpus_milli;       /* CPU bandwidth in thousandths of a CPU, > 0 */
+  uint64_t pids_limit;       /* > 0 */
+  uint64_t max_output_bytes; /* per stream */
+  uint64_t tmp_size_bytes;   /* > 0 */
+  char *network;             /* "none" */
+  uid_t uid;                 /* inside the sandbox */
   gid_t gid;
-  char **env;                  /* "NAME=VALUE", NULL-terminated, unique names */
+  char **env; /* "NAME=VALUE", NULL-terminated, unique names */
   size_t env_len;
-  char **command;              /* NULL-terminated argv */
+  char **command; /* NULL-terminated argv */
   size_t command_len;
   bool strict;
-  char *seccomp_policy;        /* path of a policy YAML; NULL: the built-in one */
-  int pull;                    /* enum nsbox_pull_policy (rootfs-tools/image.h) */
-  char *store;                 /* image store directory; NULL: $NSBOX_STORE or the default */
-  char **base_env;             /* an image's Env resolved outside the library (the CLI), or NULL */
+  char *seccomp_policy; /* path of a policy YAML; NULL: the built-in one */
+  int pull;             /* enum nsbox_pull_policy (rootfs-tools/image.h) */
+  char *store;          /* image store directory; NULL: $NSBOX_STORE or the default */
+  char **base_env;      /* an image's Env resolved outside the library (the CLI), or NULL */
   size_t base_env_len;
 };
 

@@ -9,7 +9,7 @@
 #include "util.h"
 
 /* Static fallback so an out-of-memory condition is still reported. */
-static struct nsbox_error oom_error = { ENOMEM, (char *) "out of memory" };
+static struct nsbox_error oom_error = { ENOMEM, (char *)"out of memory" };
 
 static int
 error_store (struct nsbox_error **err, int code, char *message)

@@ -73,8 +73,8 @@ nsbox_child_fail (int step, int err, const char *detail)
 static void
 place_fds (const struct nsbox_plan *plan)
 {
-  const int from[] = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd,
-                       plan->sync_fd };
+  const int from[]
+      = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd, plan->sync_fd };
   int high[5];
   for (int i = 0; i < 5; i++)
     {
@@ -239,13 +239,12 @@ exec_program (const struct nsbox_plan *plan)
 static pid_t
 fork_raw (void)
 {
-  return (pid_t) syscall (SYS_clone, (unsigned long) SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+  return (pid_t)syscall (SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
 }
 
 /* Reaps everything; when the program itself ends, reports its status and
  * exits, and the kernel kills whatever is left in the PID namespace. */
-static void __attribute__ ((noreturn))
-reap (pid_t program)
+static void __attribute__ ((noreturn)) reap (pid_t program)
 {
   for (;;)
     {
@@ -282,9 +281,9 @@ static void
 wipe_launcher_strings (const struct nsbox_plan *plan)
 {
   if (plan->arg_end > plan->arg_start)
-    memset ((void *) plan->arg_start, 0, plan->arg_end - plan->arg_start);
+    memset ((void *)plan->arg_start, 0, plan->arg_end - plan->arg_start);
   if (plan->env_end > plan->env_start)
-    memset ((void *) plan->env_start, 0, plan->env_end - plan->env_start);
+    memset ((void *)plan->env_start, 0, plan->env_end - plan->env_start);
 }
 
 void

@@ -49,9 +49,8 @@ locked_flags (const char *path)
   {
     unsigned long st, ms;
   } map[] = {
-    { ST_NOSUID, MS_NOSUID },         { ST_NODEV, MS_NODEV },
-    { ST_NOEXEC, MS_NOEXEC },         { ST_NOATIME, MS_NOATIME },
-    { ST_NODIRATIME, MS_NODIRATIME }, { ST_RELATIME, MS_RELATIME },
+    { ST_NOSUID, MS_NOSUID },   { ST_NODEV, MS_NODEV },           { ST_NOEXEC, MS_NOEXEC },
+    { ST_NOATIME, MS_NOATIME }, { ST_NODIRATIME, MS_NODIRATIME }, { ST_RELATIME, MS_RELATIME },
   };
   unsigned long flags = 0;
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -132,7 +131,7 @@ setup_dev (const struct nsbox_plan *plan)
 
 /* Docker's masked and read-only /proc paths. */
 static const char *const proc_masked_files[]
-    = { "/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+    = { "/proc/kcore",         "/proc/keys",        "/proc/timer_list", "/proc/sched_debug",
         "/proc/latency_stats", "/proc/timer_stats", "/proc/kallsyms" };
 static const char *const proc_masked_dirs[] = { "/proc/scsi", "/proc/acpi", "/proc/asound" };
 static const char *const proc_readonly[]

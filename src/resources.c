@@ -31,8 +31,8 @@ static const int v1_limit[NSBOX_V1_COUNT_]
 /* Where the cgroup hierarchies are and where this process sits in them. */
 struct cgroup_view
 {
-  char *v2_dir;                 /* our own v2 cgroup directory */
-  char *v2_mount;               /* the cgroup2 mount, when it shows the whole hierarchy */
+  char *v2_dir;   /* our own v2 cgroup directory */
+  char *v2_mount; /* the cgroup2 mount, when it shows the whole hierarchy */
   bool v2_is_root;
   char *v1_dir[NSBOX_V1_COUNT_]; /* our own v1 cgroup directory per controller */
 };
@@ -56,7 +56,7 @@ read_small_file (const char *path, char *buf, size_t size)
   if (n < 0)
     return -errno;
   buf[n] = '\0';
-  return (int) n;
+  return (int)n;
 }
 
 static int
@@ -68,7 +68,7 @@ write_file (const char *dir, const char *name, const char *text)
   if (fd < 0)
     return -errno;
   size_t len = strlen (text);
-  if (write (fd, text, len) != (ssize_t) len)
+  if (write (fd, text, len) != (ssize_t)len)
     return errno ? -errno : -EIO;
   return 0;
 }
@@ -80,7 +80,7 @@ has_word (const char *list, const char *word, char sep)
   for (const char *p = list; p && *p;)
     {
       const char *end = strchr (p, sep);
-      size_t len = end ? (size_t) (end - p) : strlen (p);
+      size_t len = end ? (size_t)(end - p) : strlen (p);
       while (len && (p[len - 1] == '\n' || p[len - 1] == ' '))
         len--;
       if (len == wl && strncmp (p, word, wl) == 0)
@@ -211,8 +211,8 @@ unique_name (void)
   struct timespec ts;
   clock_gettime (CLOCK_MONOTONIC, &ts);
   char *name = NULL;
-  if (asprintf (&name, "nsbox-%d-%u-%lx", (int) getpid (), atomic_fetch_add (&counter, 1),
-                (unsigned long) ts.tv_nsec)
+  if (asprintf (&name, "nsbox-%d-%u-%lx", (int)getpid (), atomic_fetch_add (&counter, 1),
+                (unsigned long)ts.tv_nsec)
       < 0)
     return NULL;
   return name;
@@ -325,8 +325,9 @@ v2_delegate (const struct cgroup_view *v, const char **why)
             }
           snprintf (path, sizeof path, "%s/" LAUNCHER_LEAF, base);
           char pid[32];
-          snprintf (pid, sizeof pid, "%d", (int) getpid ());
-          if ((mkdir (path, 0755) < 0 && errno != EEXIST) || write_file (path, "cgroup.procs", pid) < 0)
+          snprintf (pid, sizeof pid, "%d", (int)getpid ());
+          if ((mkdir (path, 0755) < 0 && errno != EEXIST)
+              || write_file (path, "cgroup.procs", pid) < 0)
             {
               *why = "cannot move the launcher into a leaf of its cgroup v2";
               return NULL;
@@ -471,8 +472,7 @@ add_rlimit (struct nsbox_plan *plan, int resource, rlim_t value)
 }
 
 static int
-check_strict (const struct nsbox_limits *l, const struct nsbox_config *c,
-              struct nsbox_error **err)
+check_strict (const struct nsbox_limits *l, const struct nsbox_config *c, struct nsbox_error **err)
 {
   static const char *const names[] = { "memory", "cpus", "pids-limit" };
   if (!c->strict)
@@ -505,12 +505,12 @@ nsbox_limits_prepare (struct nsbox_limits *l, const struct nsbox_config *c, stru
   add_rlimit (plan, RLIMIT_CORE, 0);
   if (l->mech[NSBOX_LIMIT_MEMORY] == NSBOX_MECH_NONE)
     {
-      add_rlimit (plan, RLIMIT_AS, (rlim_t) c->memory_bytes);
+      add_rlimit (plan, RLIMIT_AS, (rlim_t)c->memory_bytes);
       l->mech[NSBOX_LIMIT_MEMORY] = NSBOX_MECH_RLIMIT;
     }
   if (l->mech[NSBOX_LIMIT_PIDS] == NSBOX_MECH_NONE)
     {
-      add_rlimit (plan, RLIMIT_NPROC, (rlim_t) c->pids_limit);
+      add_rlimit (plan, RLIMIT_NPROC, (rlim_t)c->pids_limit);
       l->mech[NSBOX_LIMIT_PIDS] = NSBOX_MECH_RLIMIT;
     }
   l->mech[NSBOX_LIMIT_TMP] = NSBOX_MECH_TMPFS;
@@ -593,8 +593,8 @@ nsbox_limits_collect (struct nsbox_limits *l, struct nsbox_result *res)
       if (read_keyed (mem, "memory.oom_control", "oom_kill", &v) && v > 0)
         res->oom_killed = true;
     }
-  const char *acct = l->v1_dir[NSBOX_V1_CPUACCT] ? l->v1_dir[NSBOX_V1_CPUACCT]
-                                                 : l->v1_dir[NSBOX_V1_CPU];
+  const char *acct
+      = l->v1_dir[NSBOX_V1_CPUACCT] ? l->v1_dir[NSBOX_V1_CPUACCT] : l->v1_dir[NSBOX_V1_CPU];
   if (acct && read_number (acct, "cpuacct.usage", &v))
     res->cpu_ms = v / 1000000;
 }

@@ -23,11 +23,11 @@ enum nsbox_v1_controller
 struct nsbox_limits
 {
   enum nsbox_mechanism mech[NSBOX_LIMIT_COUNT_];
-  char *v2_dir;                    /* run cgroup (v2), or NULL */
-  int v2_fd;                       /* O_DIRECTORY fd for CLONE_INTO_CGROUP, or -1 */
-  char *v1_dir[NSBOX_V1_COUNT_];   /* run cgroups (v1), or NULL */
-  char *why_not_cgroup;            /* why cgroups could not be used, for --strict */
-  int tasks_fd[NSBOX_V1_COUNT_];   /* opened tasks files, or -1 */
+  char *v2_dir;                  /* run cgroup (v2), or NULL */
+  int v2_fd;                     /* O_DIRECTORY fd for CLONE_INTO_CGROUP, or -1 */
+  char *v1_dir[NSBOX_V1_COUNT_]; /* run cgroups (v1), or NULL */
+  char *why_not_cgroup;          /* why cgroups could not be used, for --strict */
+  int tasks_fd[NSBOX_V1_COUNT_]; /* opened tasks files, or -1 */
 };
 
 /* Chooses mechanisms for memory, cpus and pids, creates the run cgroup(s)

@@ -37,7 +37,7 @@ struct run
   struct nsbox_limits limits;
   char *rootfs;
   char **envp;
-  char **image_env; /* the image config's Env, when running an image */
+  char **image_env;          /* the image config's Env, when running an image */
   struct nsbox_store *store; /* held open (shared lock) while the image runs: no gc under it */
   bool own_bpf;
   int fds[10]; /* five pipes, [2i] read end, [2i+1] write end */
@@ -121,12 +121,12 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
   size_t nbase = ARRAY_SIZE (base_env);
   if (c->base_env)
     {
-      base = (const char *const *) c->base_env;
+      base = (const char *const *)c->base_env;
       nbase = c->base_env_len;
     }
   else if (r->image_env)
     {
-      base = (const char *const *) r->image_env;
+      base = (const char *const *)r->image_env;
       for (nbase = 0; r->image_env[nbase]; nbase++)
         ;
     }
@@ -158,19 +158,19 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
 
 /* `image`: resolved through the store, pulled per `pull`. */
 static int
-resolve_image (struct run *r, const struct nsbox_config *c, char **rootfs,
-               struct nsbox_error **err)
+resolve_image (struct run *r, const struct nsbox_config *c, char **rootfs, struct nsbox_error **err)
 {
   if (!nsbox_store_open || !nsbox_image_resolve)
-    return nsbox_error_set (err, ENOTSUP, "image '%s': this program was linked without image "
-                                          "support (set 'rootfs', or link libnsbox.so)",
+    return nsbox_error_set (err, ENOTSUP,
+                            "image '%s': this program was linked without image "
+                            "support (set 'rootfs', or link libnsbox.so)",
                             c->image);
   int ret = nsbox_store_open (c->store, &r->store, err);
   if (ret < 0)
     return ret;
   struct nsbox_pull_options options = { 0 };
-  return nsbox_image_resolve (r->store, c->image, (enum nsbox_pull_policy) c->pull, &options,
-                              rootfs, &r->image_env, err);
+  return nsbox_image_resolve (r->store, c->image, (enum nsbox_pull_policy)c->pull, &options, rootfs,
+                              &r->image_env, err);
 }
 
 /* The built-in policy was compiled to BPF at build time. */
@@ -184,7 +184,7 @@ prepare_filter (struct run *r, const struct nsbox_config *c, struct nsbox_error 
         return nsbox_error_prefix (err, "seccomp policy");
       return 0;
     }
-  r->plan.bpf.insns = (struct sock_filter *) nsbox_default_bpf_insns;
+  r->plan.bpf.insns = (struct sock_filter *)nsbox_default_bpf_insns;
   r->plan.bpf.len = nsbox_default_bpf_len;
   return 0;
 }
@@ -278,8 +278,9 @@ static int
 check_caller (struct nsbox_error **err)
 {
   if (getuid () != geteuid () || getgid () != getegid ())
-    return nsbox_error_set (err, EPERM, "nsbox refuses to run set-user-ID or set-group-ID "
-                                        "(real and effective ids differ)");
+    return nsbox_error_set (err, EPERM,
+                            "nsbox refuses to run set-user-ID or set-group-ID "
+                            "(real and effective ids differ)");
   return 0;
 }
 

@@ -74,16 +74,16 @@ struct nsbox_report
 
 struct nsbox_plan
 {
-  const char *rootfs;         /* absolute, canonical */
-  char tmp_options[64];       /* "size=...,nr_inodes=...,mode=1777" */
+  const char *rootfs;   /* absolute, canonical */
+  char tmp_options[64]; /* "size=...,nr_inodes=...,mode=1777" */
   char shm_options[64];
-  uid_t uid, gid;             /* inside the sandbox */
-  bool may_setgroups;         /* the launcher is root: clear supplementary groups */
-  bool unshare_cgroupns;      /* no CLONE_INTO_CGROUP: enter a cgroup ns after attach */
-  bool caller_undumpable;     /* the launcher is not dumpable (PR_GET_DUMPABLE 0) */
+  uid_t uid, gid;         /* inside the sandbox */
+  bool may_setgroups;     /* the launcher is root: clear supplementary groups */
+  bool unshare_cgroupns;  /* no CLONE_INTO_CGROUP: enter a cgroup ns after attach */
+  bool caller_undumpable; /* the launcher is not dumpable (PR_GET_DUMPABLE 0) */
   char *const *argv;
   char *const *envp;
-  const char *path_search;    /* PATH of the sandbox env, for argv[0] lookup */
+  const char *path_search; /* PATH of the sandbox env, for argv[0] lookup */
   struct nsbox_bpf bpf;
   cap_t empty_caps;
   int nrlimits;
@@ -99,12 +99,13 @@ struct nsbox_plan
   int n_v1_tasks_fds;
   /* fds, in the parent's numbering */
   int stdin_fd, stdout_fd, stderr_fd;
-  int sync_fd;                /* read end: the parent writes one byte when maps are set */
-  int report_fd;              /* write end, close-on-exec */
+  int sync_fd;   /* read end: the parent writes one byte when maps are set */
+  int report_fd; /* write end, close-on-exec */
 };
 
 /* Child side: runs the whole setup and never returns. */
-void nsbox_child_main (const struct nsbox_plan *plan) __attribute__ ((noreturn, visibility ("hidden")));
+void nsbox_child_main (const struct nsbox_plan *plan)
+    __attribute__ ((noreturn, visibility ("hidden")));
 
 /* Reports a failed step to the parent and exits. Async-signal-safe. */
 void nsbox_child_fail (int step, int err, const char *detail)

@@ -37,7 +37,7 @@ write_proc_file (pid_t pid, const char *name, const char *text, bool wait_dumpab
                  struct nsbox_error **err)
 {
   char path[64];
-  snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, name);
+  snprintf (path, sizeof path, "/proc/%d/%s", (int)pid, name);
   cleanup_close int fd = open_proc_file (path, wait_dumpable);
   if (fd < 0)
     return nsbox_error_sys (err, errno, "open '%s'", path);
@@ -45,7 +45,7 @@ write_proc_file (pid_t pid, const char *name, const char *text, bool wait_dumpab
   ssize_t n = write (fd, text, len);
   if (n < 0)
     return nsbox_error_sys (err, errno, "write '%s' to '%s'", text, path);
-  if ((size_t) n != len)
+  if ((size_t)n != len)
     return nsbox_error_set (err, EIO, "short write to '%s'", path);
   return 0;
 }
@@ -56,15 +56,15 @@ static int
 write_id_maps (pid_t pid, const struct nsbox_plan *plan, struct nsbox_error **err)
 {
   bool root = geteuid () == 0;
-  unsigned host_uid = root ? 65534 : (unsigned) geteuid ();
-  unsigned host_gid = root ? 65534 : (unsigned) getegid ();
+  unsigned host_uid = root ? 65534 : (unsigned)geteuid ();
+  unsigned host_gid = root ? 65534 : (unsigned)getegid ();
   char map[64];
   if (!root && write_proc_file (pid, "setgroups", "deny", plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
-  snprintf (map, sizeof map, "%u %u 1\n", (unsigned) plan->uid, host_uid);
+  snprintf (map, sizeof map, "%u %u 1\n", (unsigned)plan->uid, host_uid);
   if (write_proc_file (pid, "uid_map", map, plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
-  snprintf (map, sizeof map, "%u %u 1\n", (unsigned) plan->gid, host_gid);
+  snprintf (map, sizeof map, "%u %u 1\n", (unsigned)plan->gid, host_gid);
   if (write_proc_file (pid, "gid_map", map, plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
   return 0;
@@ -93,14 +93,14 @@ nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int syn
   memset (&args, 0, sizeof args);
   args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
                | CLONE_NEWUTS | CLONE_PIDFD;
-  args.pidfd = (uint64_t) (uintptr_t) &pidfd;
+  args.pidfd = (uint64_t)(uintptr_t)&pidfd;
   /* No exit signal: an embedding program's SIGCHLD handler or waitpid(-1)
    * never sees (or steals) our child; we wait on the pidfd with __WALL. */
   args.exit_signal = 0;
   if (limits->v2_fd >= 0)
     {
       args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
-      args.cgroup = (uint64_t) limits->v2_fd;
+      args.cgroup = (uint64_t)limits->v2_fd;
     }
   long pid = syscall (SYS_clone3, &args, sizeof args);
   if (pid < 0)
@@ -108,18 +108,18 @@ nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int syn
   if (pid == 0)
     nsbox_child_main (plan);
 
-  int r = write_id_maps ((pid_t) pid, plan, err);
+  int r = write_id_maps ((pid_t)pid, plan, err);
   if (r >= 0 && write (sync_fd, "x", 1) != 1)
     r = nsbox_error_sys (err, errno, "signal the sandbox");
   if (r < 0)
     {
       syscall (SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
       siginfo_t info;
-      waitid (P_PIDFD, (id_t) pidfd, &info, WEXITED | __WALL);
+      waitid (P_PIDFD, (id_t)pidfd, &info, WEXITED | __WALL);
       close (pidfd);
       return r;
     }
-  child->pid = (pid_t) pid;
+  child->pid = (pid_t)pid;
   child->pidfd = pidfd;
   return 0;
 }

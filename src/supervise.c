@@ -50,7 +50,7 @@ nsbox_now_ms (void)
 {
   struct timespec ts;
   clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void
@@ -107,7 +107,7 @@ drain (int *fd, struct capture *c)
           close_fd (fd);
           return 0;
         }
-      if (capture_add (c, chunk, (size_t) n) < 0)
+      if (capture_add (c, chunk, (size_t)n) < 0)
         return -ENOMEM;
     }
   return 1;
@@ -126,7 +126,7 @@ feed_stdin (struct loop *l)
         return;
       if (w < 0)
         break; /* EPIPE: the program closed its stdin; the rest is dropped */
-      l->code_off += (size_t) w;
+      l->code_off += (size_t)w;
     }
   close_fd (&l->s->stdin_fd);
 }
@@ -147,7 +147,7 @@ read_reports (struct loop *l)
           close_fd (&l->s->report_fd);
           return;
         }
-      l->report_fill += (size_t) n;
+      l->report_fill += (size_t)n;
       if (l->report_fill < sizeof l->report_buf)
         continue;
       struct nsbox_report r;
@@ -190,8 +190,8 @@ poll_once (struct loop *l)
     p[i_pid = n++] = (struct pollfd){ l->child->pidfd, POLLIN, 0 };
   uint64_t now = nsbox_now_ms ();
   uint64_t until = l->killed ? l->kill_deadline : l->deadline;
-  int wait = until > now ? (int) (until - now > 60000 ? 60000 : until - now) : 0;
-  if (poll (p, (nfds_t) n, wait) < 0 && errno != EINTR)
+  int wait = until > now ? (int)(until - now > 60000 ? 60000 : until - now) : 0;
+  if (poll (p, (nfds_t)n, wait) < 0 && errno != EINTR)
     return -errno;
   if (i_in >= 0 && p[i_in].revents)
     feed_stdin (l);
@@ -245,15 +245,14 @@ set_exit (struct nsbox_result *res, int status)
 
 /* Turns what the child reported and how init ended into the result. */
 static int
-conclude (struct loop *l, const siginfo_t *info, struct nsbox_result *res,
-          struct nsbox_error **err)
+conclude (struct loop *l, const siginfo_t *info, struct nsbox_result *res, struct nsbox_error **err)
 {
   if (l->error_report.kind == NSBOX_REPORT_ERROR)
     {
       const struct nsbox_report *r = &l->error_report;
       if (r->detail[0])
         return nsbox_error_sys (err, r->err, "sandbox setup: %s '%.*s'", nsbox_step_name (r->step),
-                                (int) sizeof r->detail, r->detail);
+                                (int)sizeof r->detail, r->detail);
       return nsbox_error_sys (err, r->err, "sandbox setup: %s", nsbox_step_name (r->step));
     }
   if (l->status_report.kind == NSBOX_REPORT_STATUS)
@@ -264,8 +263,10 @@ conclude (struct loop *l, const siginfo_t *info, struct nsbox_result *res,
       res->exit_code = 128 + res->signal;
     }
   else
-    return nsbox_error_set (err, EPROTO, "sandbox init exited with status %d before the program "
-                                         "ended", info->si_status);
+    return nsbox_error_set (err, EPROTO,
+                            "sandbox init exited with status %d before the program "
+                            "ended",
+                            info->si_status);
   res->timed_out = l->timed_out && l->status_report.kind != NSBOX_REPORT_STATUS;
   return 0;
 }
@@ -324,9 +325,9 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
     ;
   close_fd (&child->pidfd);
   res->duration_ms = nsbox_now_ms () - start;
-  res->cpu_ms = (uint64_t) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000
-                + (uint64_t) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-  res->memory_peak_bytes = (uint64_t) ru.ru_maxrss * 1024;
+  res->cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000
+                + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+  res->memory_peak_bytes = (uint64_t)ru.ru_maxrss * 1024;
   res->stdout_buf = l.out.buf;
   res->stdout_len = l.out.len;
   res->stdout_truncated = l.out.truncated;

@@ -13,7 +13,7 @@
 static inline void
 freep (void *p)
 {
-  free (*(void **) p);
+  free (*(void **)p);
 }
 
 static inline void
@@ -38,18 +38,18 @@ fclosep (FILE **f)
 #define cleanup_close __attribute__ ((cleanup (closep)))
 #define cleanup_fclose __attribute__ ((cleanup (fclosep)))
 
-#define TAKE_PTR(p)                                                                               \
-  ({                                                                                              \
-    __typeof__ (p) taken_ = (p);                                                                  \
-    (p) = NULL;                                                                                   \
-    taken_;                                                                                       \
+#define TAKE_PTR(p)                                                                                \
+  ({                                                                                               \
+    __typeof__ (p) taken_ = (p);                                                                   \
+    (p) = NULL;                                                                                    \
+    taken_;                                                                                        \
   })
 
-#define TAKE_FD(fd)                                                                               \
-  ({                                                                                              \
-    int taken_ = (fd);                                                                            \
-    (fd) = -1;                                                                                    \
-    taken_;                                                                                       \
+#define TAKE_FD(fd)                                                                                \
+  ({                                                                                               \
+    int taken_ = (fd);                                                                             \
+    (fd) = -1;                                                                                     \
+    taken_;                                                                                        \
   })
 
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
