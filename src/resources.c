@@ -183,6 +183,21 @@ view_load (struct cgroup_view *v)
     free (own_v1[i]);
 }
 
+static void
+remove_cgroup (int dir_fd, const char *name)
+{
+  /* The last tasks of the PID namespace may still be leaving. */
+  for (int i = 0; i < 200; i++)
+    {
+      if (unlinkat (dir_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+        return;
+      if (errno != EBUSY)
+        return;
+      struct timespec ts = { 0, 1000000 };
+      nanosleep (&ts, NULL);
+    }
+}
+
 /* A launcher killed with SIGKILL cannot remove its run cgroups; its sandbox
  * died with it (PDEATHSIG, PID namespace), so the next run removes them.
  * rmdir fails harmlessly on a cgroup that still holds tasks. */
@@ -199,7 +214,7 @@ sweep_stale (const char *dir)
       if (e->d_type != DT_DIR || sscanf (e->d_name, "nsbox-%d-", &pid) != 1 || pid <= 0)
         continue;
       if (kill (pid, 0) < 0 && errno == ESRCH)
-        unlinkat (dirfd (d), e->d_name, AT_REMOVEDIR);
+        remove_cgroup (dirfd (d), e->d_name);
     }
   closedir (d);
 }
@@ -599,21 +614,6 @@ nsbox_limits_collect (struct nsbox_limits *l, struct nsbox_result *res)
     res->cpu_ms = v / 1000000;
 }
 
-static void
-remove_cgroup (const char *dir)
-{
-  /* The last tasks of the PID namespace may still be leaving. */
-  for (int i = 0; i < 200; i++)
-    {
-      if (rmdir (dir) == 0 || errno == ENOENT)
-        return;
-      if (errno != EBUSY)
-        return;
-      struct timespec ts = { 0, 1000000 };
-      nanosleep (&ts, NULL);
-    }
-}
-
 void
 nsbox_limits_release (struct nsbox_limits *l)
 {
@@ -627,12 +627,12 @@ nsbox_limits_release (struct nsbox_limits *l)
       l->tasks_fd[i] = -1;
     }
   if (l->v2_dir)
-    remove_cgroup (l->v2_dir);
+    remove_cgroup (AT_FDCWD, l->v2_dir);
   free (TAKE_PTR (l->v2_dir));
   for (int i = 0; i < NSBOX_V1_COUNT_; i++)
     {
       if (l->v1_dir[i])
-        remove_cgroup (l->v1_dir[i]);
+        remove_cgroup (AT_FDCWD, l->v1_dir[i]);
       free (TAKE_PTR (l->v1_dir[i]));
     }
   free (TAKE_PTR (l->why_not_cgroup));
