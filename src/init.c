@@ -68,13 +68,12 @@ nsbox_child_fail (int step, int err, const char *detail)
   _exit (127);
 }
 
-/* Puts stdin/stdout/stderr, the report pipe and the sync pipe at fixed
- * numbers and closes every other inherited fd, whatever its CLOEXEC flag. */
-static void
-place_fds (const struct nsbox_plan *plan)
+/* Puts stdin/stdout/stderr, the report pipe and the sync pipe (in that
+ * order in `from`) at fixed numbers and closes every other inherited fd,
+ * whatever its CLOEXEC flag. */
+void
+nsbox_child_place_fds (const int from[5])
 {
-  const int from[]
-      = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd, plan->sync_fd };
   int high[5];
   for (int i = 0; i < 5; i++)
     {
@@ -94,9 +93,15 @@ place_fds (const struct nsbox_plan *plan)
     nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
 }
 
+void
+nsbox_child_set_report_fd (int fd)
+{
+  child_report_fd = fd;
+}
+
 /* Blocks until the parent has written the id maps; EOF means it died. */
-static void
-wait_for_parent (void)
+void
+nsbox_child_wait_for_parent (void)
 {
   char byte;
   ssize_t n;
@@ -136,8 +141,8 @@ apply_rlimits (const struct nsbox_plan *plan)
 
 /* Ignored signals and the signal mask survive execve: the program starts
  * with neither, whatever the embedding program had. */
-static void
-reset_signals (void)
+void
+nsbox_child_reset_signals (void)
 {
   struct sigaction dfl;
   memset (&dfl, 0, sizeof dfl);
@@ -171,8 +176,8 @@ become_sandbox_user (const struct nsbox_plan *plan)
  * parent-death signal, so a launcher killed from here on would leave the
  * sandbox running: set it again, and if the launcher died meanwhile (its
  * end of the report pipe is closed) stop here. */
-static void
-rearm_parent_death (void)
+void
+nsbox_child_rearm_parent_death (void)
 {
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
@@ -236,15 +241,16 @@ exec_program (const struct nsbox_plan *plan)
  * clone3: the filter is already installed and answers clone3 with ENOSYS.
  * With only flags set, the argument order of clone is the same on every
  * architecture. */
-static pid_t
-fork_raw (void)
+pid_t
+nsbox_child_fork (void)
 {
   return (pid_t)syscall (SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
 }
 
 /* Reaps everything; when the program itself ends, reports its status and
  * exits, and the kernel kills whatever is left in the PID namespace. */
-static void __attribute__ ((noreturn)) reap (pid_t program)
+void
+nsbox_child_reap (pid_t program)
 {
   for (;;)
     {
@@ -267,11 +273,11 @@ static void __attribute__ ((noreturn)) reap (pid_t program)
 
 /* Before anything else: from here on every process of the sandbox is
  * counted and limited by the v1 cgroups. */
-static void
-join_v1_cgroups (const struct nsbox_plan *plan)
+void
+nsbox_child_join_v1_cgroups (const int *tasks_fds, int n)
 {
-  for (int i = 0; i < plan->n_v1_tasks_fds; i++)
-    if (write (plan->v1_tasks_fds[i], "0", 1) != 1)
+  for (int i = 0; i < n; i++)
+    if (write (tasks_fds[i], "0", 1) != 1)
       nsbox_child_fail (NSBOX_STEP_JOIN_CGROUP, errno, NULL);
 }
 
@@ -291,8 +297,10 @@ nsbox_child_main (const struct nsbox_plan *plan)
 {
   child_report_fd = plan->report_fd;
   wipe_launcher_strings (plan);
-  join_v1_cgroups (plan);
-  place_fds (plan);
+  nsbox_child_join_v1_cgroups (plan->v1_tasks_fds, plan->n_v1_tasks_fds);
+  const int fds[5]
+      = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd, plan->sync_fd };
+  nsbox_child_place_fds (fds);
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
   /* A non-dumpable process's /proc/PID files belong to root: an
@@ -300,12 +308,12 @@ nsbox_child_main (const struct nsbox_plan *plan)
    * the maps are written; this memory is a copy of the launcher's. */
   if (plan->caller_undumpable && prctl (PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
-  wait_for_parent ();
+  nsbox_child_wait_for_parent ();
   if (plan->caller_undumpable && prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   nsbox_mounts_bind_root (plan);
   become_sandbox_user (plan);
-  rearm_parent_death ();
+  nsbox_child_rearm_parent_death ();
   if (plan->unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
     nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);
   nsbox_mounts_setup (plan);
@@ -313,14 +321,14 @@ nsbox_child_main (const struct nsbox_plan *plan)
     nsbox_child_fail (NSBOX_STEP_HOSTNAME, errno, "nsbox");
   loopback_up ();
   apply_rlimits (plan);
-  reset_signals ();
+  nsbox_child_reset_signals ();
   drop_capabilities (plan);
   umask (022);
   /* One filter for init and the program: it is inherited across fork and
    * execve, and everything init still does (fork, setsid, execve, wait4,
    * write, exit) is allowed by it. */
   install_filter (plan);
-  pid_t program = fork_raw ();
+  pid_t program = nsbox_child_fork ();
   if (program < 0)
     nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
   if (program == 0)
@@ -336,7 +344,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
   close (2);
   if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
-  reap (program);
+  nsbox_child_reap (program);
   _exit (127);
 }
 

@@ -100,68 +100,7 @@ struct runsc_job
   int fds[2 * R_PIPES_];
 };
 
-/* ---- the init child (async-signal-safe only) ---- */
-
-enum
-{
-  INIT_REPORT_FD = 3,
-  INIT_SYNC_FD = 4,
-  INIT_FIRST_FREE_FD = 5,
-};
-
-static int init_report_fd = -1;
-
-static void __attribute__ ((noreturn)) init_fail (int step, int err, const char *detail)
-{
-  struct nsbox_report report;
-  memset (&report, 0, sizeof report);
-  report.kind = NSBOX_REPORT_ERROR;
-  report.step = step;
-  report.err = err;
-  for (size_t i = 0; detail && detail[i] && i + 1 < sizeof report.detail; i++)
-    report.detail[i] = detail[i];
-  if (init_report_fd >= 0)
-    while (write (init_report_fd, &report, sizeof report) < 0 && errno == EINTR)
-      ;
-  _exit (127);
-}
-
-static void
-init_place_fds (const struct runsc_job *job)
-{
-  const int from[]
-      = { job->fds[2 * R_STDIN], job->fds[2 * R_STDOUT + 1], job->fds[2 * R_STDERR + 1],
-          job->fds[2 * R_REPORT + 1], job->fds[2 * R_SYNC] };
-  int high[5];
-  for (int i = 0; i < 5; i++)
-    if ((high[i] = fcntl (from[i], F_DUPFD_CLOEXEC, 16)) < 0)
-      init_fail (NSBOX_STEP_FDS, errno, NULL);
-  for (int i = 0; i < 3; i++)
-    if (dup2 (high[i], i) < 0)
-      init_fail (NSBOX_STEP_FDS, errno, NULL);
-  if (dup3 (high[3], INIT_REPORT_FD, O_CLOEXEC) < 0)
-    init_fail (NSBOX_STEP_FDS, errno, NULL);
-  init_report_fd = INIT_REPORT_FD;
-  if (dup3 (high[4], INIT_SYNC_FD, O_CLOEXEC) < 0)
-    init_fail (NSBOX_STEP_FDS, errno, NULL);
-  if (syscall (SYS_close_range, INIT_FIRST_FREE_FD, ~0U, 0) < 0)
-    init_fail (NSBOX_STEP_FDS, errno, NULL);
-}
-
-static void
-init_reset_signals (void)
-{
-  struct sigaction dfl;
-  memset (&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; sig++)
-    if (sig != SIGKILL && sig != SIGSTOP)
-      sigaction (sig, &dfl, NULL);
-  sigset_t none;
-  sigemptyset (&none);
-  if (sigprocmask (SIG_SETMASK, &none, NULL) < 0)
-    init_fail (NSBOX_STEP_SIGNALS, errno, NULL);
-}
+/* ---- the init child (async-signal-safe only; steps shared with init.c) ---- */
 
 /* Becomes root of the user namespace (the mapped host id), without the
  * launcher's supplementary groups, and gives the namespace its own /proc:
@@ -170,83 +109,53 @@ static void
 init_enter_namespace (const struct runsc_job *job)
 {
   if (job->root && syscall (SYS_setgroups, 0, NULL) < 0)
-    init_fail (NSBOX_STEP_SETGROUPS, errno, NULL);
+    nsbox_child_fail (NSBOX_STEP_SETGROUPS, errno, NULL);
   if (syscall (SYS_setresgid, 0, 0, 0) < 0)
-    init_fail (NSBOX_STEP_SETGID, errno, NULL);
+    nsbox_child_fail (NSBOX_STEP_SETGID, errno, NULL);
   if (syscall (SYS_setresuid, 0, 0, 0) < 0)
-    init_fail (NSBOX_STEP_SETUID, errno, NULL);
+    nsbox_child_fail (NSBOX_STEP_SETUID, errno, NULL);
   if (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-    init_fail (NSBOX_STEP_MOUNT_PRIVATE, errno, "/");
+    nsbox_child_fail (NSBOX_STEP_MOUNT_PRIVATE, errno, "/");
   if (mount ("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-    init_fail (NSBOX_STEP_MOUNT_PROC, errno, "/proc");
+    nsbox_child_fail (NSBOX_STEP_MOUNT_PROC, errno, "/proc");
 }
 
 static void __attribute__ ((noreturn)) init_main (const struct runsc_job *job)
 {
-  init_report_fd = job->fds[2 * R_REPORT + 1];
-  for (int i = 0; i < job->n_v1_tasks_fds; i++)
-    if (write (job->v1_tasks_fds[i], "0", 1) != 1)
-      init_fail (NSBOX_STEP_JOIN_CGROUP, errno, NULL);
-  init_place_fds (job);
+  nsbox_child_set_report_fd (job->fds[2 * R_REPORT + 1]);
+  nsbox_child_join_v1_cgroups (job->v1_tasks_fds, job->n_v1_tasks_fds);
+  const int fds[5]
+      = { job->fds[2 * R_STDIN], job->fds[2 * R_STDOUT + 1], job->fds[2 * R_STDERR + 1],
+          job->fds[2 * R_REPORT + 1], job->fds[2 * R_SYNC] };
+  nsbox_child_place_fds (fds);
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    init_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+    nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
   /* A non-dumpable process's /proc/PID files belong to root: dumpable
    * until the launcher has written our id maps (as the native init). */
   if (job->caller_undumpable && prctl (PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
-    init_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
-  char byte;
-  ssize_t n;
-  do
-    n = read (INIT_SYNC_FD, &byte, 1);
-  while (n < 0 && errno == EINTR);
-  if (n != 1)
-    _exit (127);
-  close (INIT_SYNC_FD);
+    nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
+  nsbox_child_wait_for_parent ();
   if (job->caller_undumpable && prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-    init_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
+    nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   init_enter_namespace (job);
-  /* Changing the effective ids (root: host 0 -> 65534) cleared the
-   * parent-death signal: set it again, and if the launcher died meanwhile
-   * (its end of the report pipe is closed) stop here. */
-  if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    init_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
-  struct pollfd launcher = { INIT_REPORT_FD, 0, 0 };
-  if (poll (&launcher, 1, 0) != 0)
-    _exit (127);
-  init_reset_signals ();
-  pid_t runsc = (pid_t)syscall (SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+  nsbox_child_rearm_parent_death ();
+  nsbox_child_reset_signals ();
+  pid_t runsc = nsbox_child_fork ();
   if (runsc < 0)
-    init_fail (NSBOX_STEP_FORK, errno, NULL);
+    nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
   if (runsc == 0)
     {
       if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-        init_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+        nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
       execve (job->runsc, (char *const *)job->argv, (char *const *)job->envp);
-      init_fail (NSBOX_STEP_EXEC, errno, job->runsc);
+      nsbox_child_fail (NSBOX_STEP_EXEC, errno, job->runsc);
     }
   close (0);
   close (1);
   close (2);
   if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-    init_fail (NSBOX_STEP_WAIT, errno, NULL);
-  for (;;)
-    {
-      int status;
-      pid_t pid = wait4 (-1, &status, 0, NULL);
-      if (pid < 0 && errno == EINTR)
-        continue;
-      if (pid < 0)
-        init_fail (NSBOX_STEP_WAIT, errno, NULL);
-      if (pid != runsc)
-        continue;
-      struct nsbox_report report;
-      memset (&report, 0, sizeof report);
-      report.kind = NSBOX_REPORT_STATUS;
-      report.status = status;
-      while (write (INIT_REPORT_FD, &report, sizeof report) < 0 && errno == EINTR)
-        ;
-      _exit (0);
-    }
+    nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
+  nsbox_child_reap (runsc);
 }
 
 /* ---- the launcher's side ---- */
@@ -734,44 +643,20 @@ build_argv (struct runsc_job *job, struct nsbox_error **err)
   return 0;
 }
 
-/* Until the init of a non-dumpable launcher has made itself dumpable, its
- * /proc files belong to root: retry for a while (bounded). */
-static int
-write_proc (const struct runsc_job *job, pid_t pid, const char *name, const char *text,
-            struct nsbox_error **err)
-{
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/%s", (int)pid, name);
-  cleanup_close int fd = -1;
-  for (int tries = 0;; tries++)
-    {
-      fd = open (path, O_WRONLY | O_CLOEXEC);
-      if (fd >= 0 || errno != EACCES || !job->caller_undumpable || tries >= 2000)
-        break;
-      struct timespec ts = { 0, 100000 };
-      nanosleep (&ts, NULL);
-    }
-  if (fd < 0)
-    return nsbox_error_sys (err, errno, "open '%s'", path);
-  ssize_t len = (ssize_t)strlen (text);
-  if (write (fd, text, (size_t)len) != len)
-    return nsbox_error_sys (err, errno ? errno : EIO, "write '%s' to '%s'", text, path);
-  return 0;
-}
-
 static int
 write_maps (const struct runsc_job *job, pid_t pid, struct nsbox_error **err)
 {
   unsigned uid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned)geteuid ();
   unsigned gid = job->root ? RUNSC_ROOT_HOST_ID : (unsigned)getegid ();
   char map[64];
-  if (!job->root && write_proc (job, pid, "setgroups", "deny", err) < 0)
+  if (!job->root
+      && nsbox_write_proc_file (pid, "setgroups", "deny", job->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "runsc init: write id maps");
   snprintf (map, sizeof map, "0 %u 1\n", uid);
-  if (write_proc (job, pid, "uid_map", map, err) < 0)
+  if (nsbox_write_proc_file (pid, "uid_map", map, job->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "runsc init: write id maps");
   snprintf (map, sizeof map, "0 %u 1\n", gid);
-  if (write_proc (job, pid, "gid_map", map, err) < 0)
+  if (nsbox_write_proc_file (pid, "gid_map", map, job->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "runsc init: write id maps");
   return 0;
 }

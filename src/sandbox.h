@@ -107,6 +107,26 @@ struct nsbox_plan
 void nsbox_child_main (const struct nsbox_plan *plan)
     __attribute__ ((noreturn, visibility ("hidden")));
 
+/* Child-side steps shared by the native init and the runsc init (init.c),
+ * all async-signal-safe, failing through nsbox_child_fail. */
+/* Where nsbox_child_fail reports before the fds are placed. */
+void nsbox_child_set_report_fd (int fd) __attribute__ ((visibility ("hidden")));
+/* Moves the caller into the run's v1 cgroups by writing "0" to each tasks file. */
+void nsbox_child_join_v1_cgroups (const int *tasks_fds, int n)
+    __attribute__ ((visibility ("hidden")));
+/* stdin, stdout, stderr, report, sync -> 0, 1, 2, 3, 4; closes every other fd. */
+void nsbox_child_place_fds (const int from[5]) __attribute__ ((visibility ("hidden")));
+/* Waits for the launcher's byte on the sync pipe; exits when it died. */
+void nsbox_child_wait_for_parent (void) __attribute__ ((visibility ("hidden")));
+/* Sets PDEATHSIG again after an id change; exits when the launcher died. */
+void nsbox_child_rearm_parent_death (void) __attribute__ ((visibility ("hidden")));
+/* Default dispositions for every signal and an empty signal mask. */
+void nsbox_child_reset_signals (void) __attribute__ ((visibility ("hidden")));
+/* fork without glibc's fork handlers. */
+pid_t nsbox_child_fork (void) __attribute__ ((visibility ("hidden")));
+/* Reaps every child; when `program` ends, reports its status and exits. */
+void nsbox_child_reap (pid_t program) __attribute__ ((noreturn, visibility ("hidden")));
+
 /* Reports a failed step to the parent and exits. Async-signal-safe. */
 void nsbox_child_fail (int step, int err, const char *detail)
     __attribute__ ((noreturn, visibility ("hidden")));

@@ -32,9 +32,9 @@ open_proc_file (const char *path, bool wait_dumpable)
     }
 }
 
-static int
-write_proc_file (pid_t pid, const char *name, const char *text, bool wait_dumpable,
-                 struct nsbox_error **err)
+int
+nsbox_write_proc_file (pid_t pid, const char *name, const char *text, bool wait_dumpable,
+                       struct nsbox_error **err)
 {
   char path[64];
   snprintf (path, sizeof path, "/proc/%d/%s", (int)pid, name);
@@ -59,13 +59,13 @@ write_id_maps (pid_t pid, const struct nsbox_plan *plan, struct nsbox_error **er
   unsigned host_uid = root ? 65534 : (unsigned)geteuid ();
   unsigned host_gid = root ? 65534 : (unsigned)getegid ();
   char map[64];
-  if (!root && write_proc_file (pid, "setgroups", "deny", plan->caller_undumpable, err) < 0)
+  if (!root && nsbox_write_proc_file (pid, "setgroups", "deny", plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
   snprintf (map, sizeof map, "%u %u 1\n", (unsigned)plan->uid, host_uid);
-  if (write_proc_file (pid, "uid_map", map, plan->caller_undumpable, err) < 0)
+  if (nsbox_write_proc_file (pid, "uid_map", map, plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
   snprintf (map, sizeof map, "%u %u 1\n", (unsigned)plan->gid, host_gid);
-  if (write_proc_file (pid, "gid_map", map, plan->caller_undumpable, err) < 0)
+  if (nsbox_write_proc_file (pid, "gid_map", map, plan->caller_undumpable, err) < 0)
     return nsbox_error_prefix (err, "write id maps");
   return 0;
 }
