@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "scope.h"
 #include "util.h"
 
 static const char *const v1_names[NSBOX_V1_COUNT_] = { "memory", "cpu", "pids", "cpuacct" };
@@ -353,6 +354,31 @@ v2_delegate (const struct cgroup_view *v, const char **why)
   return TAKE_PTR (base);
 }
 
+/* An unprivileged launcher that cannot use its own cgroup asks the user's
+ * systemd for a delegated scope (scope.c, once per process), then delegates
+ * in there as in any delegated cgroup. Only where the hierarchy has the
+ * controllers at all: elsewhere a scope would not help. */
+static char *
+v2_user_scope (const struct cgroup_view *v, const char **why)
+{
+  static _Thread_local char why_both[768];
+  const char *why_scope = NULL;
+  if (geteuid () == 0 || !v->v2_mount || !has_memory_and_pids (v->v2_mount))
+    return NULL;
+  if (nsbox_scope_join (&why_scope) < 0)
+    {
+      snprintf (why_both, sizeof why_both, "%s; %s", *why, why_scope);
+      *why = why_both;
+      return NULL;
+    }
+  struct cgroup_view moved = { 0 };
+  view_load (&moved);
+  char *base
+      = moved.v2_dir && has_memory_and_pids (moved.v2_dir) ? v2_delegate (&moved, why) : NULL;
+  view_free (&moved);
+  return base;
+}
+
 static int
 v2_write_limits (const char *dir, const struct nsbox_config *c, bool *cpu_ok)
 {
@@ -384,6 +410,8 @@ try_v2 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_
   cleanup_free char *base = has_memory_and_pids (v->v2_dir) ? v2_delegate (v, &why_own) : NULL;
   if (!base)
     base = v2_top_level (v);
+  if (!base)
+    base = v2_user_scope (v, &why_own);
   pthread_mutex_unlock (&delegate_lock);
   if (!base)
     *why = why_own;
