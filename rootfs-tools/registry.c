@@ -122,11 +122,39 @@ registry_free (struct registry *reg)
   nsbox_credentials_clear (&reg->credentials);
 }
 
+/* NSBOX_IMAGE_STALL_SECONDS: the stall window, whole seconds. Unset or
+ * empty means the default; anything else that is not a number in range is
+ * an error rather than a silent default, so a typo cannot turn the
+ * detection off or make it trip on every pull. */
+static int
+stall_seconds_from_env (unsigned *out, struct nsbox_error **err)
+{
+  const char *v = getenv ("NSBOX_IMAGE_STALL_SECONDS");
+  if (!v || !*v)
+    {
+      *out = REGISTRY_STALL_SECONDS_DEFAULT;
+      return 0;
+    }
+  char *end = NULL;
+  errno = 0;
+  unsigned long n = strtoul (v, &end, 10);
+  if (*v < '0' || *v > '9' || errno || *end || n == 0 || n > REGISTRY_STALL_SECONDS_MAX)
+    return nsbox_error_set (err, EINVAL,
+                            "invalid NSBOX_IMAGE_STALL_SECONDS '%s': want whole seconds from 1 "
+                            "to %u",
+                            v, REGISTRY_STALL_SECONDS_MAX);
+  *out = (unsigned)n;
+  return 0;
+}
+
 static int
 registry_init (struct registry *reg, struct nsbox_store *store, const char *text,
                const struct nsbox_pull_options *options, struct nsbox_error **err)
 {
-  int r = nsbox_reference_parse (text, &reg->ref, err);
+  int r = stall_seconds_from_env (&reg->stall_seconds, err);
+  if (r < 0)
+    return r;
+  r = nsbox_reference_parse (text, &reg->ref, err);
   if (r < 0)
     return r;
   reg->store = store;

@@ -18,6 +18,11 @@
 #define REGISTRY_MAX_CHALLENGES 8
 #define REGISTRY_MAX_JSON_BYTES (4u << 20)  /* manifests, configs */
 #define REGISTRY_MAX_SMALL_BYTES (1u << 20) /* error documents, tokens */
+/* A transfer that moves fewer than REGISTRY_STALL_MIN_RATE bytes a second
+ * for the stall window (NSBOX_IMAGE_STALL_SECONDS, default 60) stalled. */
+#define REGISTRY_STALL_MIN_RATE 1024
+#define REGISTRY_STALL_SECONDS_DEFAULT 60u
+#define REGISTRY_STALL_SECONDS_MAX 86400u
 
 struct registry_response
 {
@@ -33,6 +38,7 @@ struct registry_response
   char *content_range;
   char *warning;          /* text of the first "Warning: 299 - "..."" header */
   int64_t content_length; /* -1 when absent */
+  bool stalled;           /* aborted: slower than REGISTRY_STALL_MIN_RATE for the stall window */
   /* The body when not streamed into a blob sink, at most body_max bytes. */
   char *body;
   size_t body_len;
@@ -62,6 +68,7 @@ struct registry
   char *default_scope; /* repository:<path>:pull */
   bool plain_http;     /* loopback or --insecure-registry */
   const char *const *insecure;
+  unsigned stall_seconds; /* the stall window */
   CURL *curl;
   char *authorization; /* the header line we currently send, or NULL */
   char *token_scope;   /* scope of the Bearer token in authorization */
@@ -92,11 +99,14 @@ NSBOX_INTERNAL bool registry_host_insecure_ok (const char *host, const char *con
 
 /* One logical request to the registry: authenticates on 401 (Bearer token
  * or Basic), retries 429 (Retry-After, backoff) and 5xx or network failures
- * before any body byte arrived. The body goes to `sink` when non-NULL (on
- * 200/206), else into resp->body (at most resp->body_max bytes, set by the
- * caller). Returns 0 with any final HTTP status in resp (the caller checks
- * it), -EPIPE when a blob transfer was cut after data arrived (resume with
- * a Range), or another -errno with *err filled. `what` names the step. */
+ * before any body byte arrived, and a stalled transfer once (a blob from
+ * where it stopped, with a Range). The body goes to `sink` when non-NULL
+ * (on 200/206), else into resp->body (at most resp->body_max bytes, set by
+ * the caller). Returns 0 with any final HTTP status in resp (the caller
+ * checks it), -EPIPE when a blob transfer was cut after data arrived
+ * (resume with a Range), or another -errno with *err filled: -ENETUNREACH
+ * with "stalled" in the message when the retry stalled too. `what` names
+ * the step. */
 NSBOX_INTERNAL int registry_request (struct registry *reg, enum registry_method method,
                                      const char *url, const char *accept, uint64_t range_from,
                                      struct registry_blob_sink *sink,

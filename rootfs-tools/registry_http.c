@@ -16,6 +16,7 @@
 #define MAX_RATE_LIMIT_TRIES 5
 #define MAX_SERVER_RETRIES 3
 #define MAX_AUTH_ROUNDS 3
+#define MAX_STALL_RETRIES 1
 #define RATE_LIMIT_BACKOFF_MAX_S 60.0
 
 void
@@ -115,6 +116,10 @@ struct exchange
   struct registry_response *resp;
   struct registry_blob_sink *sink;
   uint64_t range_from;
+  /* stall detection (on_progress) */
+  double checkpoint_time;
+  curl_off_t checkpoint_bytes;
+  bool stalled;
 };
 
 static void
@@ -323,13 +328,34 @@ registry_progress_draw (struct registry *reg, bool final)
   fflush (stderr);
 }
 
+/* Called at least once a second, also while nothing arrives. A transfer
+ * stalls when fewer than REGISTRY_STALL_MIN_RATE * window bytes arrive in
+ * the window after a checkpoint; enough bytes move the checkpoint. So any
+ * steady rate of REGISTRY_STALL_MIN_RATE or more never stalls, and a dead
+ * connection is given up one window after its last burst. (libcurl's
+ * LOW_SPEED_* options would add up to 5 s of averaging and report the
+ * CURLE_OPERATION_TIMEDOUT of every other timeout.) */
 static int
 on_progress (void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
              curl_off_t ulnow)
 {
-  (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+  (void)dltotal, (void)ultotal, (void)ulnow;
   struct exchange *x = userdata;
-  if (x->sink)
+  unsigned window = x->reg->stall_seconds;
+  double now = now_seconds ();
+  /* dlnow starts again at 0 after a redirect. */
+  if (dlnow < x->checkpoint_bytes
+      || dlnow - x->checkpoint_bytes >= (curl_off_t)REGISTRY_STALL_MIN_RATE * window)
+    {
+      x->checkpoint_bytes = dlnow;
+      x->checkpoint_time = now;
+    }
+  else if (now - x->checkpoint_time >= window)
+    {
+      x->stalled = true;
+      return 1;
+    }
+  if (x->sink && x->reg->progress)
     registry_progress_draw (x->reg, false);
   return 0;
 }
@@ -343,7 +369,7 @@ perform (struct registry *reg, enum registry_method method, const char *url,
          bool *protocol_refused)
 {
   CURL *c = reg->curl;
-  struct exchange x = { reg, resp, sink, range_from };
+  struct exchange x = { reg, resp, sink, range_from, now_seconds (), 0, false };
   struct curl_slist *headers = NULL, *tmp;
   char range[64];
   bool https = false;
@@ -372,19 +398,14 @@ perform (struct registry *reg, enum registry_method method, const char *url,
   curl_easy_setopt (c, CURLOPT_UNRESTRICTED_AUTH, 0L);
   curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt (c, CURLOPT_CONNECTTIMEOUT, 30L);
-  curl_easy_setopt (c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-  curl_easy_setopt (c, CURLOPT_LOW_SPEED_TIME, 60L);
   curl_easy_setopt (c, CURLOPT_USERAGENT, USER_AGENT);
   curl_easy_setopt (c, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt (c, CURLOPT_HEADERDATA, &x);
   curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt (c, CURLOPT_WRITEDATA, &x);
-  if (sink && reg->progress)
-    {
-      curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, on_progress);
-      curl_easy_setopt (c, CURLOPT_XFERINFODATA, &x);
-      curl_easy_setopt (c, CURLOPT_NOPROGRESS, 0L);
-    }
+  curl_easy_setopt (c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt (c, CURLOPT_XFERINFODATA, &x);
+  curl_easy_setopt (c, CURLOPT_NOPROGRESS, 0L);
   if (method == REGISTRY_HEAD)
     curl_easy_setopt (c, CURLOPT_NOBODY, 1L);
   if (post_fields)
@@ -407,6 +428,7 @@ perform (struct registry *reg, enum registry_method method, const char *url,
   long status = 0;
   curl_easy_getinfo (c, CURLINFO_RESPONSE_CODE, &status);
   resp->status = status;
+  resp->stalled = x.stalled;
   curl_easy_setopt (c, CURLOPT_HTTPHEADER, NULL);
   curl_slist_free_all (headers);
   return rc;
@@ -765,12 +787,28 @@ transient_curl_error (CURLcode rc)
   return false;
 }
 
+static int
+stall_error (struct registry *reg, const struct registry_blob_sink *sink, unsigned attempts,
+             const char *what, struct nsbox_error **err)
+{
+  char kept[160] = "";
+  uint64_t have = sink ? nsbox_ingest_offset (sink->ingest) : 0;
+  if (have > 0)
+    snprintf (kept, sizeof kept, "; %llu of %lld bytes kept, the next pull resumes there",
+              (unsigned long long)have, (long long)sink->size);
+  return nsbox_error_set (err, ENETUNREACH,
+                          "%s: network failure: the transfer from '%s' stalled: less than %d "
+                          "bytes/s for %u s, on each of %u tries%s",
+                          what, reg->host, REGISTRY_STALL_MIN_RATE, reg->stall_seconds, attempts,
+                          kept);
+}
+
 int
 registry_request (struct registry *reg, enum registry_method method, const char *url,
                   const char *accept, uint64_t range_from, struct registry_blob_sink *sink,
                   struct registry_response *resp, const char *what, struct nsbox_error **err)
 {
-  unsigned rate_limited = 0, server_errors = 0, auth_rounds = 0;
+  unsigned rate_limited = 0, server_errors = 0, auth_rounds = 0, stalls = 0;
   double backoff = 2.0, server_backoff = 0.5;
   bool tried_fresh = false;
   if (!reg->authorization)
@@ -800,6 +838,15 @@ registry_request (struct registry *reg, enum registry_method method, const char 
       if (sink && sink->error < 0)
         return nsbox_error_set (err, -sink->error, "%s: %s", what,
                                 sink->error_text ? sink->error_text : "transfer aborted");
+      if (resp->stalled)
+        {
+          /* Once more, a blob from where it stopped: one hung connection
+           * is common and cheap to replace; a second stall in a row is the
+           * network, and the user hears of it after two windows. */
+          if (stalls++ < MAX_STALL_RETRIES)
+            continue;
+          return stall_error (reg, sink, stalls, what, err);
+        }
       if (rc != CURLE_OK)
         {
           if (resp->body_too_large)
