@@ -2,7 +2,7 @@
 """A loopback HTTP proxy in front of docker-registry that injects faults.
 
 usage: fault_proxy.py --port P --upstream HOST:PORT --log FILE --mode MODE
-                      [--count N] [--rate BYTES_PER_S]
+                      [--count N] [--rate BYTES_PER_S] [--tick S] [--slow-for S]
 
 Modes (blob = GET /v2/.../blobs/..., manifest = /v2/.../manifests/...):
   pass            forward everything
@@ -20,7 +20,12 @@ Modes (blob = GET /v2/.../blobs/..., manifest = /v2/.../manifests/...):
   429             the first --count manifest requests (-1: all) answer 429
                   with Retry-After: 1 and ratelimit headers
   500             the first --count requests answer 500
-  slow            forward blob bodies at --rate bytes per second
+  slow            forward blob bodies at --rate bytes per second, one write
+                  every --tick seconds (default 0.1), for the first
+                  --slow-for seconds of each body (default: all of it)
+  stall           the first --count blob responses (-1: all) of more than
+                  64 KiB stop after half their body and send nothing more,
+                  keeping the connection open until the client closes it
   warning         manifest responses carry Warning: 299 - "..." headers
   insufficient-scope  the first request carrying a Bearer token answers 401
                   error="insufficient_scope" for a wider scope (--realm)
@@ -150,6 +155,14 @@ class Handler(BaseHTTPRequestHandler):
             self.stream_slowly(up, out_headers)
             conn.close()
             return
+        if blob and up.status in (200, 206) and mode == "stall":
+            body = up.read()
+            conn.close()
+            if len(body) > 65536 and take_fault():
+                self.stall(up.status, out_headers, body[:len(body) // 2])
+            else:
+                self.reply(up.status, out_headers, body)
+            return
         body = up.read()
         conn.close()
         if manifest and mode == "warning":
@@ -209,16 +222,32 @@ class Handler(BaseHTTPRequestHandler):
 
     def stream_slowly(self, up, headers):
         self.reply(up.status, headers, None, False)
-        chunk = max(1, args.rate // 10)
+        chunk = max(1, int(args.rate * args.tick))
+        until = time.monotonic() + args.slow_for if args.slow_for >= 0 else None
         try:
             while True:
-                data = up.read(chunk)
+                fast = until is not None and time.monotonic() >= until
+                data = up.read() if fast else up.read(chunk)
                 if not data:
                     break
                 self.wfile.write(data)
                 self.wfile.flush()
-                time.sleep(0.1)
+                if not fast:
+                    time.sleep(args.tick)
         except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def stall(self, status, headers, head):
+        """Sends the headers and `head`, then nothing until the client
+        hangs up (it never sends more on this connection)."""
+        self.reply(status, headers, head)
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.settimeout(600)
+        try:
+            while self.connection.recv(65536):
+                pass
+        except OSError:
             pass
 
 
@@ -235,6 +264,8 @@ def main():
     p.add_argument("--mode", default="pass")
     p.add_argument("--count", type=int, default=-1)
     p.add_argument("--rate", type=int, default=100000)
+    p.add_argument("--tick", type=float, default=0.1)
+    p.add_argument("--slow-for", type=float, default=-1)
     p.add_argument("--realm", default="")
     args = p.parse_args()
     ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
