@@ -100,8 +100,8 @@ nsbox_child_set_report_fd (int fd)
 }
 
 /* Blocks until the parent has written the id maps; EOF means it died. */
-void
-nsbox_child_wait_for_parent (void)
+static void
+read_sync_byte (void)
 {
   char byte;
   ssize_t n;
@@ -110,6 +110,53 @@ nsbox_child_wait_for_parent (void)
   while (n < 0 && errno == EINTR);
   if (n != 1)
     _exit (127);
+}
+
+void
+nsbox_child_wait_for_parent (void)
+{
+  read_sync_byte ();
+  close (CHILD_SYNC_FD);
+}
+
+/* The limits the launcher settled while we built the mounts: joins the v1
+ * cgroups it sends (init joins before it forks the program, so every
+ * process of the program is in them) and returns the rest. */
+static void
+receive_limits (struct nsbox_limits_msg *lim)
+{
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int) * NSBOX_MAX_V1_CGROUPS)];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = { lim, sizeof *lim };
+  struct msghdr msg;
+  memset (&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  ssize_t n;
+  do
+    n = recvmsg (CHILD_SYNC_FD, &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n == 0)
+    _exit (127); /* the launcher is gone */
+  if (n != (ssize_t)sizeof *lim || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || lim->nrlimits < 0
+      || lim->nrlimits > NSBOX_MAX_RLIMITS)
+    nsbox_child_fail (NSBOX_STEP_SYNC, n < 0 ? errno : EPROTO, NULL);
+  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
+  int fds[NSBOX_MAX_V1_CGROUPS] = { 0 }, nfds = 0;
+  if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+    {
+      size_t count = (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int);
+      nfds = count < NSBOX_MAX_V1_CGROUPS ? (int)count : NSBOX_MAX_V1_CGROUPS;
+      memcpy (fds, CMSG_DATA (cm), sizeof (int) * (size_t)nfds);
+    }
+  nsbox_child_join_v1_cgroups (fds, nfds);
+  for (int i = 0; i < nfds; i++)
+    close (fds[i]);
   close (CHILD_SYNC_FD);
 }
 
@@ -132,10 +179,10 @@ loopback_up (void)
 }
 
 static void
-apply_rlimits (const struct nsbox_plan *plan)
+apply_rlimits (const struct nsbox_limits_msg *lim)
 {
-  for (int i = 0; i < plan->nrlimits; i++)
-    if (setrlimit (plan->rlimit_resources[i], &plan->rlimits[i]) < 0)
+  for (int i = 0; i < lim->nrlimits; i++)
+    if (setrlimit (lim->rlimit_resources[i], &lim->rlimits[i]) < 0)
       nsbox_child_fail (NSBOX_STEP_RLIMIT, errno, NULL);
 }
 
@@ -297,7 +344,6 @@ nsbox_child_main (const struct nsbox_plan *plan)
 {
   child_report_fd = plan->report_fd;
   wipe_launcher_strings (plan);
-  nsbox_child_join_v1_cgroups (plan->v1_tasks_fds, plan->n_v1_tasks_fds);
   const int fds[5]
       = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd, plan->sync_fd };
   nsbox_child_place_fds (fds);
@@ -308,19 +354,22 @@ nsbox_child_main (const struct nsbox_plan *plan)
    * the maps are written; this memory is a copy of the launcher's. */
   if (plan->caller_undumpable && prctl (PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
-  nsbox_child_wait_for_parent ();
+  read_sync_byte ();
   if (plan->caller_undumpable && prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   nsbox_mounts_bind_root (plan);
   become_sandbox_user (plan);
   nsbox_child_rearm_parent_death ();
-  if (plan->unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
-    nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);
   nsbox_mounts_setup (plan);
   if (sethostname ("nsbox", 5) < 0)
     nsbox_child_fail (NSBOX_STEP_HOSTNAME, errno, "nsbox");
   loopback_up ();
-  apply_rlimits (plan);
+  struct nsbox_limits_msg lim;
+  receive_limits (&lim);
+  /* After joining the v1 cgroups: they become the namespace's root. */
+  if (lim.unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
+    nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);
+  apply_rlimits (&lim);
   nsbox_child_reset_signals ();
   drop_capabilities (plan);
   umask (022);

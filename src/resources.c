@@ -23,9 +23,12 @@
 #include "scope.h"
 #include "util.h"
 
+/* cpuacct measures the CPU time of a run: init's wait rusage misses what
+ * the kernel reaps itself when init is killed (SIGCHLD ignored then). */
 static const char *const v1_names[NSBOX_V1_COUNT_] = { "memory", "cpu", "pids", "cpuacct" };
 static const int v1_limit[NSBOX_V1_COUNT_]
     = { NSBOX_LIMIT_MEMORY, NSBOX_LIMIT_CPUS, NSBOX_LIMIT_PIDS, -1 };
+_Static_assert(NSBOX_V1_COUNT_ <= NSBOX_MAX_V1_CGROUPS, "plan->v1_tasks_fds is too small");
 
 #define LAUNCHER_LEAF "nsbox.launcher"
 
@@ -471,20 +474,20 @@ v1_write_limits (int ctrl, const char *dir, const struct nsbox_config *c)
 }
 
 static void
-try_v1 (struct nsbox_limits *l, const struct cgroup_view *v, const struct nsbox_config *c)
+try_v1 (struct nsbox_limits *l, const struct nsbox_config *c)
 {
   for (int i = 0; i < NSBOX_V1_COUNT_; i++)
     {
-      if (!v->v1_dir[i] || (v1_limit[i] >= 0 && l->mech[v1_limit[i]] != NSBOX_MECH_NONE))
+      if (!l->v1_base[i] || (v1_limit[i] >= 0 && l->mech[v1_limit[i]] != NSBOX_MECH_NONE))
         continue;
       /* cpuacct co-mounted with cpu: the cpu run cgroup measures already. */
-      if (i == NSBOX_V1_CPUACCT && v->v1_dir[NSBOX_V1_CPU]
-          && strcmp (v->v1_dir[i], v->v1_dir[NSBOX_V1_CPU]) == 0)
+      if (i == NSBOX_V1_CPUACCT && l->v1_base[NSBOX_V1_CPU]
+          && strcmp (l->v1_base[i], l->v1_base[NSBOX_V1_CPU]) == 0)
         continue;
       cleanup_free char *name = unique_name ();
       char *dir = NULL;
-      sweep_stale (v->v1_dir[i]);
-      if (!name || asprintf (&dir, "%s/%s", v->v1_dir[i], name) < 0)
+      sweep_stale (l->v1_base[i]);
+      if (!name || asprintf (&dir, "%s/%s", l->v1_base[i], name) < 0)
         continue;
       if (mkdir (dir, 0755) < 0)
         {
@@ -528,42 +531,9 @@ check_strict (const struct nsbox_limits *l, const struct nsbox_config *c, struct
   return 0;
 }
 
-int
-nsbox_limits_prepare (struct nsbox_limits *l, const struct nsbox_config *c, struct nsbox_plan *plan,
-                      struct nsbox_error **err)
-{
-  struct cgroup_view view = { 0 };
-  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
-    l->tasks_fd[i] = -1;
-  view_load (&view);
-  const char *why = NULL;
-  if (!try_v2 (l, &view, c, &why))
-    try_v1 (l, &view, c);
-  view_free (&view);
-  if (why
-      && asprintf (&l->why_not_cgroup, "%s; cgroup v1 %s", why,
-                   geteuid () == 0 ? "controller missing" : "not writable by this user")
-             < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
-  add_rlimit (plan, RLIMIT_CORE, 0);
-  if (l->mech[NSBOX_LIMIT_MEMORY] == NSBOX_MECH_NONE)
-    {
-      add_rlimit (plan, RLIMIT_AS, (rlim_t)c->memory_bytes);
-      l->mech[NSBOX_LIMIT_MEMORY] = NSBOX_MECH_RLIMIT;
-    }
-  if (l->mech[NSBOX_LIMIT_PIDS] == NSBOX_MECH_NONE)
-    {
-      add_rlimit (plan, RLIMIT_NPROC, (rlim_t)c->pids_limit);
-      l->mech[NSBOX_LIMIT_PIDS] = NSBOX_MECH_RLIMIT;
-    }
-  l->mech[NSBOX_LIMIT_TMP] = NSBOX_MECH_TMPFS;
-  plan->unshare_cgroupns = l->v2_fd < 0;
-  int r = check_strict (l, c, err);
-  return r < 0 ? r : nsbox_limits_open_tasks (l, plan, err);
-}
-
-int
-nsbox_limits_open_tasks (struct nsbox_limits *l, struct nsbox_plan *plan, struct nsbox_error **err)
+/* The child writes "0" to each itself: see plan->v1_tasks_fds. */
+static int
+open_tasks (struct nsbox_limits *l, struct nsbox_plan *plan, struct nsbox_error **err)
 {
   plan->n_v1_tasks_fds = 0;
   for (int i = 0; i < NSBOX_V1_COUNT_; i++)
@@ -578,6 +548,51 @@ nsbox_limits_open_tasks (struct nsbox_limits *l, struct nsbox_plan *plan, struct
       plan->v1_tasks_fds[plan->n_v1_tasks_fds++] = l->tasks_fd[i];
     }
   return 0;
+}
+
+int
+nsbox_limits_prepare (struct nsbox_limits *l, const struct nsbox_config *c, struct nsbox_plan *plan,
+                      struct nsbox_error **err)
+{
+  struct cgroup_view view = { 0 };
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    l->tasks_fd[i] = -1;
+  view_load (&view);
+  const char *why = NULL;
+  if (!try_v2 (l, &view, c, &why))
+    for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+      l->v1_base[i] = TAKE_PTR (view.v1_dir[i]);
+  view_free (&view);
+  if (why && !(l->why_not_v2 = strdup (why)))
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  add_rlimit (plan, RLIMIT_CORE, 0);
+  plan->unshare_cgroupns = l->v2_fd < 0;
+  return 0;
+}
+
+int
+nsbox_limits_attach (struct nsbox_limits *l, const struct nsbox_config *c, struct nsbox_plan *plan,
+                     struct nsbox_error **err)
+{
+  try_v1 (l, c);
+  if (l->why_not_v2
+      && asprintf (&l->why_not_cgroup, "%s; cgroup v1 %s", l->why_not_v2,
+                   geteuid () == 0 ? "controller missing" : "not writable by this user")
+             < 0)
+    return (l->why_not_cgroup = NULL), nsbox_error_set (err, ENOMEM, "out of memory");
+  if (l->mech[NSBOX_LIMIT_MEMORY] == NSBOX_MECH_NONE)
+    {
+      add_rlimit (plan, RLIMIT_AS, (rlim_t)c->memory_bytes);
+      l->mech[NSBOX_LIMIT_MEMORY] = NSBOX_MECH_RLIMIT;
+    }
+  if (l->mech[NSBOX_LIMIT_PIDS] == NSBOX_MECH_NONE)
+    {
+      add_rlimit (plan, RLIMIT_NPROC, (rlim_t)c->pids_limit);
+      l->mech[NSBOX_LIMIT_PIDS] = NSBOX_MECH_RLIMIT;
+    }
+  l->mech[NSBOX_LIMIT_TMP] = NSBOX_MECH_TMPFS;
+  int r = check_strict (l, c, err);
+  return r < 0 ? r : open_tasks (l, plan, err);
 }
 
 bool
@@ -664,4 +679,7 @@ nsbox_limits_release (struct nsbox_limits *l)
       free (TAKE_PTR (l->v1_dir[i]));
     }
   free (TAKE_PTR (l->why_not_cgroup));
+  free (TAKE_PTR (l->why_not_v2));
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    free (TAKE_PTR (l->v1_base[i]));
 }

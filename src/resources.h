@@ -28,19 +28,29 @@ struct nsbox_limits
   char *v1_dir[NSBOX_V1_COUNT_]; /* run cgroups (v1), or NULL */
   char *why_not_cgroup;          /* why cgroups could not be used, for --strict */
   int tasks_fd[NSBOX_V1_COUNT_]; /* opened tasks files, or -1 */
+  /* Between prepare and attach: why cgroup v2 is not used, and the
+   * launcher's own v1 cgroups (the parents of the run's). */
+  char *why_not_v2;
+  char *v1_base[NSBOX_V1_COUNT_];
 };
 
-/* Chooses mechanisms for memory, cpus and pids, creates the run cgroup(s)
- * with the configured limits, and adds the rlimits the child must set to
- * `plan`. With config->strict, fails unless every limit is a cgroup's. */
+/* In two steps, so that the native runtime can create cgroup v1 groups
+ * while its child builds the sandbox's mounts. prepare: before clone, finds
+ * the hierarchies and creates the run's cgroup v2 (clone3 starts the child
+ * in it) with the configured limits, or notes why there is none; adds
+ * RLIMIT_CORE 0 to `plan`. */
 int nsbox_limits_prepare (struct nsbox_limits *limits, const struct nsbox_config *config,
                           struct nsbox_plan *plan, struct nsbox_error **err)
     __attribute__ ((visibility ("hidden")));
 
-/* Opens the v1 cgroups' tasks files for the child to join them itself
- * (fds in plan->v1_tasks_fds, closed by nsbox_limits_release). */
-int nsbox_limits_open_tasks (struct nsbox_limits *limits, struct nsbox_plan *plan,
-                             struct nsbox_error **err) __attribute__ ((visibility ("hidden")));
+/* attach: without a cgroup v2, creates the run's cgroup v1 groups with the
+ * limits; rlimits stand in for what no cgroup enforces; with config->strict,
+ * fails unless every limit is a cgroup's. Opens the v1 tasks files for the
+ * child to join them itself (plan->v1_tasks_fds, closed by
+ * nsbox_limits_release) and fills the rest of the plan's limits part. */
+int nsbox_limits_attach (struct nsbox_limits *limits, const struct nsbox_config *config,
+                         struct nsbox_plan *plan, struct nsbox_error **err)
+    __attribute__ ((visibility ("hidden")));
 
 /* Kills every process of the run cgroup (cgroup.kill). Returns false when
  * that is not available, so the caller falls back to killing init. */

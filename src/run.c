@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,7 +41,7 @@ struct run
   char **image_env;          /* the image config's Env, when running an image */
   struct nsbox_store *store; /* held open (shared lock) while the image runs: no gc under it */
   bool own_bpf;
-  int fds[10]; /* five pipes, [2i] read end, [2i+1] write end */
+  int fds[10]; /* four pipes and the sync socket, [2i] child's end, [2i+1] parent's */
 };
 
 enum
@@ -252,7 +253,8 @@ static int
 open_pipes (struct run *r, struct nsbox_error **err)
 {
   for (int i = 0; i < PIPE_COUNT_; i++)
-    if (pipe2 (&r->fds[2 * i], O_CLOEXEC) < 0)
+    if (i == PIPE_SYNC ? socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, &r->fds[2 * i]) < 0
+                       : pipe2 (&r->fds[2 * i], O_CLOEXEC) < 0)
       return nsbox_error_sys (err, errno, "create pipe");
   r->plan.stdin_fd = r->fds[2 * PIPE_STDIN];
   r->plan.stdout_fd = r->fds[2 * PIPE_STDOUT + 1];
@@ -284,18 +286,26 @@ check_caller (struct nsbox_error **err)
   return 0;
 }
 
+/* The cgroup v1 groups are made while the child builds its mounts (both
+ * take a while; the child joins them before it forks the program). */
 static int
-execute (struct run *r, const nsbox_config *c, const char *code, size_t code_len,
-         struct nsbox_result *res, struct nsbox_error **err)
+execute (struct run *r, const nsbox_config *c, const nsbox_config *limits_c, const char *code,
+         size_t code_len, struct nsbox_result *res, struct nsbox_error **err)
 {
   int ret = open_pipes (r, err);
   if (ret < 0)
     return ret;
   struct nsbox_child child = { -1, -1 };
-  int sync_write = TAKE_FD (r->fds[2 * PIPE_SYNC + 1]);
-  if ((ret = nsbox_spawn (&r->plan, &r->limits, sync_write, &child, err)) < 0)
+  cleanup_close int sync_fd = TAKE_FD (r->fds[2 * PIPE_SYNC + 1]);
+  if ((ret = nsbox_spawn (&r->plan, &r->limits, sync_fd, &child, err)) < 0)
     return ret;
   close_child_ends (r);
+  if ((ret = nsbox_limits_attach (&r->limits, limits_c, &r->plan, err)) < 0
+      || (ret = nsbox_spawn_send_limits (sync_fd, &r->plan, err)) < 0)
+    {
+      nsbox_spawn_abort (&child);
+      return ret;
+    }
   struct nsbox_streams streams = {
     .stdin_fd = TAKE_FD (r->fds[2 * PIPE_STDIN + 1]),
     .stdout_fd = TAKE_FD (r->fds[2 * PIPE_STDOUT]),
@@ -334,10 +344,11 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
   if (runtime == NSBOX_RUNTIME_RUNSC)
     nsbox_runsc_host_limits (&limits_view);
   ret = prepare_plan (&r, &limits_view, err);
-  if (ret >= 0 && runtime == NSBOX_RUNTIME_RUNSC)
+  if (ret >= 0 && runtime == NSBOX_RUNTIME_RUNSC
+      && (ret = nsbox_limits_attach (&r.limits, &limits_view, &r.plan, err)) >= 0)
     ret = nsbox_runsc_execute (&r.plan, &r.limits, c, code, code_len, res, err);
-  else if (ret >= 0)
-    ret = execute (&r, c, code, code_len, res, err);
+  else if (ret >= 0 && runtime != NSBOX_RUNTIME_RUNSC)
+    ret = execute (&r, c, &limits_view, code, code_len, res, err);
   for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
     res->limits[i] = r.limits.mech[i];
   res->runtime = runtime == NSBOX_RUNTIME_RUNSC ? "runsc" : "native";

@@ -71,6 +71,18 @@ struct nsbox_report
 };
 
 #define NSBOX_MAX_RLIMITS 8
+#define NSBOX_MAX_V1_CGROUPS 4
+
+/* The part of the plan the native launcher settles after clone, while its
+ * child builds the mounts: sent as one message on the sync socket, the v1
+ * tasks files (plan->v1_tasks_fds) riding along as SCM_RIGHTS. */
+struct nsbox_limits_msg
+{
+  int32_t nrlimits;
+  int32_t unshare_cgroupns;
+  int32_t rlimit_resources[NSBOX_MAX_RLIMITS];
+  struct rlimit rlimits[NSBOX_MAX_RLIMITS];
+};
 
 struct nsbox_plan
 {
@@ -95,11 +107,14 @@ struct nsbox_plan
   /* cgroup v1 "tasks" files the child writes "0" to, moving itself. A
    * single thread moving itself skips the global threadgroup lock whose
    * write side costs an RCU grace period (about 12 ms) per run. */
-  int v1_tasks_fds[4];
+  int v1_tasks_fds[NSBOX_MAX_V1_CGROUPS];
   int n_v1_tasks_fds;
   /* fds, in the parent's numbering */
   int stdin_fd, stdout_fd, stderr_fd;
-  int sync_fd;   /* read end: the parent writes one byte when maps are set */
+  /* The child's end. The parent sends one byte when the id maps are set,
+   * then (native runtime) a struct nsbox_limits_msg. A socket for the
+   * native runtime, a pipe for runsc. */
+  int sync_fd;
   int report_fd; /* write end, close-on-exec */
 };
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -83,11 +84,23 @@ clone_error (int code, struct nsbox_error **err)
   return nsbox_error_sys (err, code, "create sandbox namespaces");
 }
 
+void
+nsbox_spawn_abort (struct nsbox_child *child)
+{
+  if (child->pidfd < 0)
+    return;
+  syscall (SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0);
+  siginfo_t info;
+  while (waitid (P_PIDFD, (id_t)child->pidfd, &info, WEXITED | __WALL) < 0 && errno == EINTR)
+    ;
+  close (child->pidfd);
+  child->pidfd = -1;
+}
+
 int
-nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int sync_write_fd,
+nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int sync_fd,
              struct nsbox_child *child, struct nsbox_error **err)
 {
-  cleanup_close int sync_fd = sync_write_fd;
   int pidfd = -1;
   struct clone_args args;
   memset (&args, 0, sizeof args);
@@ -109,17 +122,53 @@ nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int syn
     nsbox_child_main (plan);
 
   int r = write_id_maps ((pid_t)pid, plan, err);
-  if (r >= 0 && write (sync_fd, "x", 1) != 1)
+  if (r >= 0 && send (sync_fd, "x", 1, MSG_NOSIGNAL) != 1)
     r = nsbox_error_sys (err, errno, "signal the sandbox");
-  if (r < 0)
-    {
-      syscall (SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-      siginfo_t info;
-      waitid (P_PIDFD, (id_t)pidfd, &info, WEXITED | __WALL);
-      close (pidfd);
-      return r;
-    }
   child->pid = (pid_t)pid;
   child->pidfd = pidfd;
+  if (r < 0)
+    nsbox_spawn_abort (child);
+  return r;
+}
+
+int
+nsbox_spawn_send_limits (int sync_fd, const struct nsbox_plan *plan, struct nsbox_error **err)
+{
+  struct nsbox_limits_msg lim;
+  memset (&lim, 0, sizeof lim);
+  lim.nrlimits = plan->nrlimits;
+  lim.unshare_cgroupns = plan->unshare_cgroupns;
+  for (int i = 0; i < plan->nrlimits && i < NSBOX_MAX_RLIMITS; i++)
+    {
+      lim.rlimit_resources[i] = plan->rlimit_resources[i];
+      lim.rlimits[i] = plan->rlimits[i];
+    }
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int) * NSBOX_MAX_V1_CGROUPS)];
+    struct cmsghdr align;
+  } control;
+  memset (&control, 0, sizeof control);
+  struct iovec iov = { &lim, sizeof lim };
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+  int nfds = plan->n_v1_tasks_fds;
+  if (nfds > 0)
+    {
+      msg.msg_control = control.buf;
+      msg.msg_controllen = CMSG_SPACE (sizeof (int) * (size_t)nfds);
+      struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN (sizeof (int) * (size_t)nfds);
+      memcpy (CMSG_DATA (cm), plan->v1_tasks_fds, sizeof (int) * (size_t)nfds);
+    }
+  ssize_t n;
+  do
+    n = sendmsg (sync_fd, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+    return 0;
+  if (n < 0)
+    return nsbox_error_sys (err, errno, "send the limits to the sandbox");
   return 0;
 }

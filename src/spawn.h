@@ -20,11 +20,22 @@ int nsbox_write_proc_file (pid_t pid, const char *name, const char *text, bool w
                            struct nsbox_error **err) __attribute__ ((visibility ("hidden")));
 
 /* Clones the sandbox init with every namespace (into the v2 run cgroup when
- * there is one), attaches v1 cgroups, writes the id maps and lets the child
- * proceed. `plan` fds are the parent's; the sync pipe write end is
- * `sync_write_fd`, closed here. On failure nothing is left running. */
-int nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int sync_write_fd,
+ * there is one), writes the id maps and lets the child proceed by sending
+ * one byte on `sync_fd` (the parent's end of the sync socket; the caller
+ * keeps and closes it). `plan` fds are the parent's. On failure nothing is
+ * left running. */
+int nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int sync_fd,
                  struct nsbox_child *child, struct nsbox_error **err)
     __attribute__ ((visibility ("hidden")));
+
+/* Sends the plan's limits part (rlimits, cgroup namespace, v1 tasks files)
+ * to the child waiting for it on the sync socket. A child that is already
+ * gone is not an error here: its report says why. */
+int nsbox_spawn_send_limits (int sync_fd, const struct nsbox_plan *plan, struct nsbox_error **err)
+    __attribute__ ((visibility ("hidden")));
+
+/* Kills the child (all of the sandbox: it is PID 1 of its namespace), reaps
+ * it and closes its pidfd. */
+void nsbox_spawn_abort (struct nsbox_child *child) __attribute__ ((visibility ("hidden")));
 
 #endif
