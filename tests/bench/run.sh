@@ -3,7 +3,11 @@
 # BENCH_N times (default 30) through
 #   nsbox   $NSBOX_BUILD/nsbox run --rootfs ROOTFS
 #   bwrap   bubblewrap with flags equivalent to nsbox's sandbox
-#   chroot  plain `chroot ROOTFS python -` (root only: the floor, no isolation)
+#   chroot  plain `chroot ROOTFS python -` (root only: no isolation at all)
+#   floor   $NSBOX_BUILD/tests/bench/floor ROOTFS: the same seven namespaces,
+#           rootfs, /tmp, /proc and pivot_root, nothing else (no cgroups,
+#           seccomp, capability drop, /dev or supervision): what the kernel
+#           charges for the namespaces alone (tests/bench/floor.c)
 # interleaved (nsbox bwrap chroot nsbox bwrap chroot ...) so drifts in machine
 # load hit every tool alike, with the code always on python's stdin. Host
 # python3 times each run with a monotonic clock. Prints median, p90 and min per
@@ -15,7 +19,7 @@
 #
 # Environment: NSBOX_BUILD (default build), NSBOX_BIN (default
 # $NSBOX_BUILD/nsbox), NSBOX_TEST_ROOTFS (default tests/fixtures/rootfs.sh),
-# BENCH_N, BENCH_TOOLS (default "nsbox bwrap chroot").
+# BENCH_N, BENCH_TOOLS (default "nsbox bwrap chroot floor").
 # Then tests/bench/runsc.sh: the runtime runsc rows.
 set -euo pipefail
 
@@ -23,7 +27,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 build="${NSBOX_BUILD:-build}"
 nsbox="${NSBOX_BIN:-$build/nsbox}"
 n="${BENCH_N:-30}"
-tools="${BENCH_TOOLS:-nsbox bwrap chroot}"
+tools="${BENCH_TOOLS:-nsbox bwrap chroot floor}"
 
 command -v python3 >/dev/null 2>&1 || {
 	echo "bench: python3 is needed on the host for timing (make deps)" >&2
@@ -47,7 +51,8 @@ NSBOX_BUILD="$build" NSBOX_TEST_ROOTFS="$rootfs" "$here/unpack.sh" ||
 echo
 
 status=0
-python3 - "$nsbox" "$rootfs" "$n" "$tools" <<'PY' || status=$?
+floor="$(cd "$build" && pwd -P)/tests/bench/floor"
+python3 - "$nsbox" "$rootfs" "$n" "$tools" "$floor" <<'PY' || status=$?
 import math
 import os
 import tempfile
@@ -59,6 +64,7 @@ import threading
 import time
 
 nsbox, rootfs, n, wanted = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+floor = sys.argv[5]
 CODE = b"print(sum(range(10)))\n"
 EXPECT = b"45\n"
 TIMEOUT = 60.0
@@ -100,8 +106,13 @@ for name in wanted:
             tools[name] = (["chroot", rootfs, "python", "-"], CLEAN_ENV)
         else:
             tools[name] = "skipped: chroot needs root"
+    elif name == "floor":
+        if os.access(floor, os.X_OK):
+            tools[name] = ([floor, rootfs], CLEAN_ENV)
+        else:
+            tools[name] = f"not built: {floor} missing (make bench builds it)"
     else:
-        tools[name] = "unknown tool (known: nsbox bwrap chroot)"
+        tools[name] = "unknown tool (known: nsbox bwrap chroot floor)"
 
 
 def vmhwm_kib(pid):
@@ -277,12 +288,16 @@ for name, spec in tools.items():
         print(f"{' ' * 7} {r['failures']} of {n} runs FAILED; first: {r['first_failure']}")
 
 print()
-for ref in ("chroot", "bwrap"):
+for ref in ("chroot", "bwrap", "floor"):
     if "nsbox" in medians and ref in medians:
         print(f"ratio nsbox/{ref} (medians): {medians['nsbox'] / medians[ref]:.2f}")
     elif "nsbox" in tools and ref in tools:
         print(f"ratio nsbox/{ref}: n/a (no successful runs of "
               f"{'nsbox' if 'nsbox' not in medians else ref})")
+
+if "floor" in medians and "chroot" in medians:
+    print(f"ratio floor/chroot (medians; the namespaces alone): "
+          f"{medians['floor'] / medians['chroot']:.2f}")
 
 if "nsbox" in medians:
     # The RSS column above is the largest process of the run (python, as a
