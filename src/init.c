@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -294,6 +295,35 @@ nsbox_child_fork (void)
   return (pid_t)syscall (SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
 }
 
+static int
+program_main (void *arg)
+{
+  if (setsid () < 0)
+    nsbox_child_fail (NSBOX_STEP_SETSID, errno, NULL);
+  exec_program (arg);
+  return 127;
+}
+
+/* The program's process shares init's memory until its execve (vfork
+ * semantics, on a stack of its own): no page tables to copy, a fork's cost
+ * off the start-up path. It only calls setsid and execve, or reports and
+ * exits; init waits meanwhile. */
+static pid_t
+spawn_program (const struct nsbox_plan *plan)
+{
+  static const size_t stack_size = 64 * 1024;
+  char *stack = mmap (NULL, stack_size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED)
+    nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
+  pid_t pid
+      = clone (program_main, stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)plan);
+  if (pid < 0)
+    nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
+  munmap (stack, stack_size);
+  return pid;
+}
+
 /* Reaps everything; when the program itself ends, reports its status and
  * exits, and the kernel kills whatever is left in the PID namespace. */
 void
@@ -377,15 +407,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
    * execve, and everything init still does (fork, setsid, execve, wait4,
    * write, exit) is allowed by it. */
   install_filter (plan);
-  pid_t program = nsbox_child_fork ();
-  if (program < 0)
-    nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
-  if (program == 0)
-    {
-      if (setsid () < 0)
-        nsbox_child_fail (NSBOX_STEP_SETSID, errno, NULL);
-      exec_program (plan);
-    }
+  pid_t program = spawn_program (plan);
   /* init keeps no copy of the program's stdio, and nothing in the sandbox
    * may read its memory (it is a copy of the launcher's). */
   close (0);
