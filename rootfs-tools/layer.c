@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "decompress.h"
+#include "filequeue.h"
 #include "inroot.h"
 #include "strmap.h"
 
@@ -26,6 +27,12 @@
 #define MAX_LINK_BYTES 4095
 #define MAX_XATTR_BYTES (64u << 10)
 #define COPY_CHUNK (256u << 10)
+/* Regular files up to JOB_MAX_BYTES without xattrs are written by the file
+ * thread (filequeue.h); the reader runs ahead of it by at most
+ * QUEUE_MAX_BYTES and QUEUE_MAX_JOBS. */
+#define JOB_MAX_BYTES (1u << 20)
+#define QUEUE_MAX_BYTES (16u << 20)
+#define QUEUE_MAX_JOBS 1024
 
 /* What the image said about one path: applied to directories at the end,
  * written to ownership.tsv for everything. */
@@ -63,6 +70,20 @@ struct layer
   uint64_t chunk_start;
   unsigned char tail[512];
   size_t tail_len;
+  /* The parent directory resolved last (lexical path, O_PATH fd, inode):
+   * entries of one directory come together, and a path resolves to the
+   * same directory until something is removed from the tree (parent_stale).
+   * Creating cannot change where an existing path leads. */
+  char *parent_path;
+  int parent_fd;
+  ino_t parent_ino;
+  bool parent_stale;
+  /* The file thread, and the names it was given since it was last drained
+   * ("<parent inode>/<base>"): whatever could see or disturb a queued file
+   * drains it first (removals, whiteouts, hardlinks, creating missing
+   * parents, a second entry for a queued name). */
+  struct rt_file_queue files;
+  struct rt_strmap queued_names;
 };
 
 static int
@@ -149,6 +170,35 @@ mark_written (struct layer *l, const char *path)
         return 0;
       *slash = '\0';
     }
+}
+
+/* The file thread ------------------------------------------------------- */
+
+/* Waits until every queued file is written. Returns 0, or the first
+ * failure of a queued file (which came before anything met here since). */
+static int
+queue_drain (struct layer *l, struct nsbox_error **err)
+{
+  rt_strmap_clear (&l->queued_names, NULL);
+  const char *path, *step;
+  int failure = rt_file_queue_drain (&l->files, &path, &step);
+  if (!failure)
+    return 0;
+  return nsbox_error_sys (err, failure, "layer %u: '%s': %s", l->index, path, step);
+}
+
+/* Drains the queue when `base` in the last resolved parent is queued. */
+static int
+queue_wait_for_name (struct layer *l, const char *base, struct nsbox_error **err)
+{
+  if (!l->queued_names.count)
+    return 0;
+  cleanup_free char *key = NULL;
+  if (asprintf (&key, "%ju/%s", (uintmax_t)l->parent_ino, base) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (!rt_strmap_has (&l->queued_names, key))
+    return 0;
+  return queue_drain (l, err);
 }
 
 /* Resolution ------------------------------------------------------------- */
@@ -289,17 +339,64 @@ ensure_dir (struct layer *l, const char *path, unsigned depth)
   return open_dir (l->u, resolved);
 }
 
-/* The parent directory of an entry, created as needed. */
+static void
+forget_parent (struct layer *l)
+{
+  if (l->parent_fd >= 0)
+    close (l->parent_fd);
+  l->parent_fd = -1;
+  free (l->parent_path);
+  l->parent_path = NULL;
+}
+
+/* The parent directory of an entry, created as needed; the fd stays the
+ * layer's (callers do not close it). */
 static int
 open_parent (struct layer *l, const char *parent, const char *path, struct nsbox_error **err)
 {
-  int fd = ensure_dir (l, parent, 0);
-  if (fd >= 0)
-    return fd;
+  if (l->parent_fd >= 0 && !l->parent_stale && strcmp (l->parent_path, parent) == 0)
+    return l->parent_fd;
+  forget_parent (l);
+  int fd = open_dir (l->u, parent);
+  if (fd < 0)
+    {
+      /* A queued file may be in the way of what is missing. */
+      int ret = queue_drain (l, err);
+      if (ret < 0)
+        return ret;
+      fd = ensure_dir (l, parent, 0);
+    }
   if (fd == -ENOTDIR)
     return layer_error (l, err, ENOTDIR, path, "a parent is not a directory");
-  return nsbox_error_set (err, -fd, "layer %u: '%s': resolve parent: %s", l->index, path,
-                          strerror (-fd));
+  if (fd < 0)
+    return nsbox_error_set (err, -fd, "layer %u: '%s': resolve parent: %s", l->index, path,
+                            strerror (-fd));
+  struct stat st;
+  if (fstat (fd, &st) < 0)
+    {
+      int saved = errno;
+      close (fd);
+      return nsbox_error_sys (err, saved, "layer %u: '%s': resolve parent", l->index, path);
+    }
+  l->parent_path = strdup (parent);
+  if (!l->parent_path)
+    {
+      close (fd);
+      return nsbox_error_set (err, ENOMEM, "out of memory");
+    }
+  l->parent_fd = fd;
+  l->parent_ino = st.st_ino;
+  l->parent_stale = false;
+  return fd;
+}
+
+/* Before anything is removed from the tree: queued files are written, and
+ * paths must resolve afresh. */
+static int
+before_removal (struct layer *l, struct nsbox_error **err)
+{
+  l->parent_stale = true;
+  return queue_drain (l, err);
 }
 
 /* Makes room for a new entry: a directory over a directory merges (returns
@@ -317,7 +414,10 @@ clear_target (struct layer *l, int pfd, const char *base, bool new_is_dir, const
     }
   if (S_ISDIR (st.st_mode) && new_is_dir)
     return 1;
-  int ret = rt_remove_at (pfd, base);
+  int ret = before_removal (l, err);
+  if (ret < 0)
+    return ret;
+  ret = rt_remove_at (pfd, base);
   if (ret < 0)
     return nsbox_error_sys (err, -ret, "layer %u: '%s': remove the existing entry", l->index, path);
   return 0;
@@ -406,6 +506,68 @@ record_meta (struct layer *l, const char *path, struct archive_entry *entry)
 
 /* Entry types ------------------------------------------------------------ */
 
+/* Reads exactly size bytes of entry data into buf (NULL when size is 0). */
+static int
+read_file_data (struct layer *l, unsigned char *buf, int64_t size, const char *path,
+                struct nsbox_error **err)
+{
+  int64_t copied = 0;
+  for (;;)
+    {
+      /* Past size: room to see data the header did not announce. */
+      void *into = copied < size ? (void *)(buf + copied) : (void *)l->u->copy_buf;
+      size_t room = copied < size ? (size_t)(size - copied) : COPY_CHUNK;
+      la_ssize_t n = archive_read_data (l->ar, into, room);
+      if (n < 0)
+        return nsbox_error_set (err, EBADMSG, "layer %u: '%s': %s", l->index, path,
+                                archive_error_string (l->ar));
+      if (n == 0)
+        break;
+      copied += n;
+      if (copied > size)
+        return layer_error (l, err, EBADMSG, path, "more data than the header says");
+    }
+  if (copied != size)
+    return layer_error (l, err, EBADMSG, path, "truncated file data");
+  return 0;
+}
+
+/* write_regular through the file thread, for small files without xattrs:
+ * the data is read here, the file made there. */
+static int
+queue_regular (struct layer *l, struct archive_entry *entry, int pfd, int64_t size,
+               const char *path, struct nsbox_error **err)
+{
+  cleanup_file_job struct rt_file_job *job = calloc (1, sizeof *job);
+  if (!job)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  job->dir_fd = -1;
+  job->path = strdup (path);
+  job->len = (size_t)size;
+  job->data = size > 0 ? malloc ((size_t)size) : NULL;
+  if (!job->path || (size > 0 && !job->data))
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  const char *slash = strrchr (job->path, '/');
+  job->base = slash ? slash + 1 : job->path;
+  job->mode = archive_entry_perm (entry) & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
+  entry_times (entry, job->times);
+  int ret = read_file_data (l, job->data, size, path, err);
+  if (ret < 0)
+    return ret;
+  job->dir_fd = fcntl (pfd, F_DUPFD_CLOEXEC, 3);
+  if (job->dir_fd < 0)
+    return nsbox_error_sys (err, errno, "layer %u: '%s': create", l->index, path);
+  cleanup_free char *key = NULL;
+  if (asprintf (&key, "%ju/%s", (uintmax_t)l->parent_ino, job->base) < 0
+      || rt_strmap_put (&l->queued_names, key, NULL, NULL) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  l->bytes += (uint64_t)size;
+  l->u->image_bytes += (uint64_t)size;
+  if (!rt_file_queue_push (&l->files, TAKE_PTR (job), QUEUE_MAX_JOBS, QUEUE_MAX_BYTES))
+    return queue_drain (l, err);
+  return 0;
+}
+
 static int
 write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
                const char *path, struct nsbox_error **err)
@@ -419,6 +581,9 @@ write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char
                             " bytes exceeds the limit of %" PRIu64 " bytes per layer or %" PRIu64
                             " per image",
                             l->index, path, size, lim->layer_bytes, lim->image_bytes);
+  if ((uint64_t)size <= JOB_MAX_BYTES && archive_entry_xattr_count (entry) == 0
+      && rt_file_queue_start (&l->files))
+    return queue_regular (l, entry, pfd, size, path, err);
   cleanup_close int fd
       = openat (pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
@@ -504,8 +669,12 @@ write_hardlink (struct layer *l, const char *raw_target, int pfd, const char *ba
 {
   if (strlen (raw_target) > MAX_LINK_BYTES)
     return layer_error (l, err, ENAMETOOLONG, path, "hardlink target longer than 4095 bytes");
+  /* The target may be a queued file. */
+  int ret = queue_drain (l, err);
+  if (ret < 0)
+    return ret;
   cleanup_free char *target = NULL;
-  int ret = clean_path (l, raw_target, &target, err);
+  ret = clean_path (l, raw_target, &target, err);
   if (ret < 0)
     return ret;
   if (!*target)
@@ -614,12 +783,15 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
 {
   if (strcmp (base, ".wh..wh..opq") == 0)
     {
+      int ret = before_removal (l, err);
+      if (ret < 0)
+        return ret;
       int fd = open_dir (l->u, parent);
       if (fd == -ENOENT || fd == -ENOTDIR)
         return 0;
       if (fd < 0)
         return nsbox_error_sys (err, -fd, "layer %u: '%s': resolve", l->index, raw);
-      int ret = opaque_clean (l, fd, parent, 0, err);
+      ret = opaque_clean (l, fd, parent, 0, err);
       close (fd);
       return ret;
     }
@@ -633,12 +805,15 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
     return nsbox_error_set (err, ENOMEM, "out of memory");
   if (rt_strmap_has (&l->written, victim))
     return 0; /* whiteouts hide lower layers only */
+  int ret = before_removal (l, err);
+  if (ret < 0)
+    return ret;
   int fd = open_dir (l->u, parent);
   if (fd == -ENOENT || fd == -ENOTDIR)
     return 0;
   if (fd < 0)
     return nsbox_error_sys (err, -fd, "layer %u: '%s': resolve", l->index, raw);
-  int ret = rt_remove_at (fd, name);
+  ret = rt_remove_at (fd, name);
   close (fd);
   if (ret < 0)
     return nsbox_error_sys (err, -ret, "layer %u: '%s': apply whiteout", l->index, raw);
@@ -696,12 +871,15 @@ apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **
 
   if (mark_written (l, lexical) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  cleanup_close int pfd = open_parent (l, parent, raw, err);
+  int pfd = open_parent (l, parent, raw, err);
   if (pfd < 0)
     return pfd;
   if (hardlink)
     return write_hardlink (l, hardlink, pfd, base, lexical, err);
 
+  ret = queue_wait_for_name (l, base, err);
+  if (ret < 0)
+    return ret;
   ret = clear_target (l, pfd, base, type == AE_IFDIR, lexical, err);
   if (ret < 0)
     return ret;
@@ -822,7 +1000,7 @@ check_typeflag (struct layer *l, const char *name, struct nsbox_error **err)
 }
 
 static int
-read_entries (struct layer *l, struct nsbox_error **err)
+apply_entries (struct layer *l, struct nsbox_error **err)
 {
   struct rt_limits *lim = &l->u->store->limits;
   for (;;)
@@ -851,11 +1029,31 @@ read_entries (struct layer *l, struct nsbox_error **err)
     }
 }
 
+/* Applies every entry and waits for the queued files. A queued file that
+ * failed came before whatever failed here since: its error is the one. */
+static int
+read_entries (struct layer *l, struct nsbox_error **err)
+{
+  struct nsbox_error *entry_err = NULL;
+  int ret = apply_entries (l, &entry_err);
+  int drained = queue_drain (l, err);
+  if (drained < 0)
+    {
+      nsbox_error_free (entry_err);
+      return drained;
+    }
+  if (err && !*err)
+    *err = entry_err;
+  else
+    nsbox_error_free (entry_err);
+  return ret;
+}
+
 int
 rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *diff_id, unsigned index,
                  struct nsbox_error **err)
 {
-  struct layer l = { .u = u, .index = index };
+  struct layer l = { .u = u, .index = index, .parent_fd = -1 };
   struct rt_limits *lim = &u->store->limits;
   /* The compressed size is a floor for what the layer will take. */
   struct stat blob;
@@ -897,6 +1095,9 @@ rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *diff_id, unsigned
                            "layer %u: DiffID mismatch: the config says '%s', the content is '%s'",
                            index, diff_id, computed);
 out:
+  rt_file_queue_stop (&l.files);
+  rt_strmap_clear (&l.queued_names, NULL);
+  forget_parent (&l);
   archive_read_free (l.ar);
   rt_stream_free (l.stream);
   rt_strmap_clear (&l.written, NULL);
@@ -952,21 +1153,47 @@ by_path (const void *a, const void *b)
   return strcmp (((const struct dir_item *)a)->path, ((const struct dir_item *)b)->path);
 }
 
-/* Opens path (lexical, below the root) without following its last
- * component; -errno when it is gone. */
-static int
-open_entry (struct rt_unpack *u, const char *path, int flags)
+/* The directory resolved last, for the walks over sorted paths below
+ * (nothing is removed meanwhile). */
+struct dir_cache
 {
-  cleanup_free char *copy = strdup (path);
-  if (!copy)
+  char *path;
+  int fd;
+};
+
+static void
+dir_cache_clear (struct dir_cache *c)
+{
+  if (c->fd >= 0)
+    close (c->fd);
+  c->fd = -1;
+  free (c->path);
+  c->path = NULL;
+}
+
+/* The parent of path (lexical, below the root) and, in *base, its last
+ * component; -errno when it is gone. The fd stays the cache's. */
+static int
+entry_parent (struct rt_unpack *u, struct dir_cache *c, const char *path, const char **base)
+{
+  const char *slash = strrchr (path, '/');
+  size_t len = slash ? (size_t)(slash - path) : 0;
+  *base = slash ? slash + 1 : path;
+  if (c->fd >= 0 && strlen (c->path) == len && memcmp (c->path, path, len) == 0)
+    return c->fd;
+  dir_cache_clear (c);
+  char *parent = strndup (path, len);
+  if (!parent)
     return -ENOMEM;
-  const char *parent, *base;
-  split_path (copy, &parent, &base);
-  cleanup_close int pfd = open_dir (u, parent);
-  if (pfd < 0)
-    return pfd;
-  int fd = openat (pfd, base, flags | O_NOFOLLOW | O_CLOEXEC);
-  return fd < 0 ? -errno : fd;
+  int fd = open_dir (u, parent);
+  if (fd < 0)
+    {
+      free (parent);
+      return fd;
+    }
+  c->path = parent;
+  c->fd = fd;
+  return fd;
 }
 
 static void
@@ -1015,17 +1242,26 @@ rt_unpack_finish (struct rt_unpack *u, FILE *ownership, FILE *added, struct nsbo
       items[n++] = (struct dir_item){ slot->key, depth, slot->value };
     }
   qsort (items, n, sizeof *items, deeper_first);
+  struct dir_cache cache = { NULL, -1 };
   for (size_t i = 0; i < n; i++)
     {
       if (!S_ISDIR (items[i].meta->mode))
         continue;
-      cleanup_close int fd = open_entry (u, items[i].path, O_RDONLY | O_DIRECTORY);
+      const char *base;
+      int pfd = entry_parent (u, &cache, items[i].path, &base);
+      cleanup_close int fd
+          = pfd < 0 ? -1 : openat (pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0)
         continue; /* removed or replaced by a later layer */
       struct timespec ts[2] = { items[i].meta->mtime, items[i].meta->mtime };
       if (fchmod (fd, items[i].meta->mode & 07777) < 0 || futimens (fd, ts) < 0)
-        return nsbox_error_sys (err, errno, "set mode and times of '/%s'", items[i].path);
+        {
+          ret = nsbox_error_sys (err, errno, "set mode and times of '/%s'", items[i].path);
+          dir_cache_clear (&cache);
+          return ret;
+        }
     }
+  dir_cache_clear (&cache);
   /* Layers cannot carry the root's metadata (a root entry is ignored): a
    * fixed mode and time keep the tree the same whatever the unpack time. */
   static const struct timespec epoch[2] = { { 0, 0 }, { 0, 0 } };
@@ -1037,14 +1273,17 @@ rt_unpack_finish (struct rt_unpack *u, FILE *ownership, FILE *added, struct nsbo
          ownership);
   for (size_t i = 0; i < n; i++)
     {
-      cleanup_close int fd = open_entry (u, items[i].path, O_PATH);
+      const char *base;
+      int pfd = entry_parent (u, &cache, items[i].path, &base);
       struct stat st;
-      if (fd < 0 || fstat (fd, &st) < 0 || (st.st_mode & S_IFMT) != (items[i].meta->mode & S_IFMT))
+      if (pfd < 0 || fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0
+          || (st.st_mode & S_IFMT) != (items[i].meta->mode & S_IFMT))
         continue;
       write_tsv_path (ownership, items[i].path);
       fprintf (ownership, "\t%" PRId64 "\t%" PRId64 "\t%04o\n", items[i].meta->uid,
                items[i].meta->gid, (unsigned)(items[i].meta->mode & 07777));
     }
+  dir_cache_clear (&cache);
   if (ferror (ownership) || ferror (added))
     return nsbox_error_set (err, EIO, "write ownership.tsv");
   return 0;

@@ -1,0 +1,72 @@
+/* The layer applier's file thread: creates and fills regular files in the
+ * order they are queued while the applier reads on (creating inodes is
+ * most of the cost of an unpack on some filesystems). The applier keeps
+ * the order of the tree's changes: whatever could see or disturb a queued
+ * file waits for rt_file_queue_drain first (see layer.c). */
+#ifndef NSBOX_FILEQUEUE_H
+#define NSBOX_FILEQUEUE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "util.h"
+
+/* One regular file to create as `base` in dir_fd (O_CREAT|O_EXCL), write
+ * `data` to, then fchmod to `mode` and set `times` on. */
+struct rt_file_job
+{
+  struct rt_file_job *next;
+  int dir_fd; /* owned; -1 until set */
+  char *path; /* owned, lexical, for messages; base points into it */
+  const char *base;
+  mode_t mode;
+  struct timespec times[2];
+  size_t len;
+  unsigned char *data; /* owned */
+};
+
+/* Zero-initialised before use. Everything from `lock` on is shared with
+ * the thread. */
+struct rt_file_queue
+{
+  bool started, unavailable;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t wake, done;
+  struct rt_file_job *head, *tail;
+  size_t jobs, bytes; /* queued or being written */
+  bool stop;
+  int error; /* the first failure: errno, step and path */
+  const char *error_step;
+  char *error_path;
+};
+
+/* Frees a job that was not queued. */
+NSBOX_INTERNAL void rt_file_job_free (struct rt_file_job *job);
+static inline void
+rt_file_job_freep (struct rt_file_job **job)
+{
+  rt_file_job_free (*job);
+}
+#define cleanup_file_job __attribute__ ((cleanup (rt_file_job_freep)))
+
+/* Starts the thread on first use; false when it cannot run (the caller
+ * then writes its files itself). */
+NSBOX_INTERNAL bool rt_file_queue_start (struct rt_file_queue *queue);
+/* Queues a job, taking it, after waiting for room (at most max_jobs and,
+ * beyond one job, max_bytes of data queued); false when a queued file has
+ * already failed. */
+NSBOX_INTERNAL bool rt_file_queue_push (struct rt_file_queue *queue, struct rt_file_job *job,
+                                        size_t max_jobs, size_t max_bytes);
+/* Waits until every queued file is written; returns 0, or the errno of the
+ * first failure with *path and *step (the queue's) saying where. Once a
+ * file failed, later jobs are dropped unwritten. */
+NSBOX_INTERNAL int rt_file_queue_drain (struct rt_file_queue *queue, const char **path,
+                                        const char **step);
+/* Drains the queue and stops the thread; the queue can start again. */
+NSBOX_INTERNAL void rt_file_queue_stop (struct rt_file_queue *queue);
+
+#endif
