@@ -46,7 +46,7 @@ done
 
 # 1. The VM-only binaries. Same warnings as the project's own tests.
 mkdir -p "$build/tests/vm"
-pkgs="libseccomp libcap yaml-0.1 jansson libcurl libarchive libcrypto zlib libzstd libsystemd"
+pkgs="libseccomp libcap yaml-0.1 jansson libcurl libarchive libcrypto zlib libzstd"
 # shellcheck disable=SC2046,SC2086 # word splitting of flag lists is intended
 {
 	cflags=(-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
