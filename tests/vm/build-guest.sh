@@ -6,21 +6,30 @@
 #               --show-depends` order; its /init mounts the disks and
 #               switch_root's into the base image (see INITRAMFS_INIT)
 #   base.img    ext4 (mkfs.ext4 -d) of the Python fixture rootfs
-#               (tests/fixtures/rootfs.sh) plus the test user and the
-#               mount point /opt/nsbox for the per-run payload disk
+#               (tests/fixtures/rootfs.sh) plus the test user, the mount
+#               point /opt/nsbox for the per-run payload disk, and
+#               systemd, D-Bus, logind and the user bus (GUEST_PACKAGES,
+#               downloaded by the host's apt, installed by the rootfs's in
+#               a chroot) for the pass that boots systemd
 #
 # Cached in ${NSBOX_VM_CACHE:-/var/cache/nsbox-vm}/guest-<key>, the key being
 # this script (the recipe), the kernel package it resolves to and the fixture
-# rootfs's own key. A guest appears only when complete (built beside it, then
-# renamed); a lock keeps concurrent builds apart. Guests unused for two weeks
-# are removed. Needs root (the image keeps the rootfs's ownership), dpkg-deb,
-# depmod/modprobe (kmod), busybox-static, e2fsprogs and apt.
+# rootfs's own key (GUEST_PACKAGES are in this script; their versions are
+# what the host's package lists offer). A guest appears only when complete
+# (built beside it, then renamed); a lock keeps concurrent builds apart.
+# Guests unused for two weeks are removed. Needs root (the image keeps the
+# rootfs's ownership, the packages are installed in a chroot), dpkg-deb,
+# depmod/modprobe (kmod), busybox-static, e2fsprogs and apt with fresh
+# package lists.
 set -euo pipefail
 
 KERNEL_PACKAGE=linux-image-cloud-amd64
 MODULES=(virtio_pci virtio_blk) # ext4, jbd2 and crc32c are built in
 TEST_USER=nsbox-test
 TEST_UID=990
+# The systemd pass (guest-init.sh): PID 1, the system bus, logind (loginctl
+# enable-linger starts user@UID.service) and the user bus in it.
+GUEST_PACKAGES=(systemd dbus dbus-user-session libpam-systemd)
 
 log() { printf 'build-guest: %s\n' "$*" >&2; }
 die() {
@@ -73,7 +82,10 @@ find "$cache" -mindepth 1 -maxdepth 1 -type d -name 'guest-*' ! -name "guest-$ke
 start=$SECONDS
 tmp="$(mktemp -d "$cache/.tmp-guest-$key.XXXXXX")"
 # shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() { rm -rf --one-file-system "$tmp"; }
+cleanup() {
+	umount "$tmp/root/proc" "$tmp/root/dev" 2>/dev/null || true
+	rm -rf --one-file-system "$tmp"
+}
 trap cleanup EXIT
 out="$tmp/guest"
 mkdir "$out"
@@ -136,14 +148,41 @@ INITRAMFS_INIT
 chmod 755 "$ird/init"
 (cd "$ird" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1) >"$out/initrd.img"
 
-# The base image: the fixture rootfs, the test user, /opt/nsbox.
+# The base image: the fixture rootfs, GUEST_PACKAGES, the test user,
+# /opt/nsbox.
 root="$tmp/root"
 cp -a "$rootfs" "$root"
+# The test user first: the packages' system users must not take its uid.
 mkdir -p "$root/opt/nsbox" "$root/var/lib/$TEST_USER"
 chown "$TEST_UID:$TEST_UID" "$root/var/lib/$TEST_USER"
 printf '%s:x:%d:%d:nsbox tests:/var/lib/%s:/usr/sbin/nologin\n' \
 	"$TEST_USER" "$TEST_UID" "$TEST_UID" "$TEST_USER" >>"$root/etc/passwd"
 printf '%s:x:%d:\n' "$TEST_USER" "$TEST_UID" >>"$root/etc/group"
+# No password, no ageing; PAM's account check (user@UID.service) needs it.
+printf '%s:!*:::::::\n' "$TEST_USER" >>"$root/etc/shadow"
+# The host's apt resolves against the rootfs's own dpkg status and only
+# downloads; the rootfs's apt installs those files in a chroot (in
+# pre-dependency order, maintainer scripts included: system users,
+# machine-id, PAM), with no service started (policy-rc.d).
+debs="$tmp/debs"
+mkdir -p "$debs/partial"
+apt-get -q -y --no-install-recommends --download-only -o APT::Sandbox::User=root \
+	-o Debug::NoLocking=1 -o Dir::State::status="$root/var/lib/dpkg/status" \
+	-o Dir::Cache::archives="$debs" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= \
+	install "${GUEST_PACKAGES[@]}" >&2
+mkdir "$root/tmp/guest-debs"
+cp "$debs"/*.deb "$root/tmp/guest-debs/"
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod 755 "$root/usr/sbin/policy-rc.d"
+mount --bind /dev "$root/dev"
+mount -t proc proc "$root/proc"
+installed=0
+DEBIAN_FRONTEND=noninteractive chroot "$root" sh -c \
+	'apt-get -q -y --no-install-recommends install /tmp/guest-debs/*.deb' >&2 && installed=1
+umount "$root/proc" "$root/dev"
+[ "$installed" -eq 1 ] || die "cannot install ${GUEST_PACKAGES[*]} in the guest root"
+rm -rf "$root/tmp/guest-debs" "$root/usr/sbin/policy-rc.d"
+log "installed: $(find "$debs" -maxdepth 1 -name '*.deb' -printf '%f\n' | sed 's/_.*//' | sort | tr '\n' ' ')"
 size_mb=$(($(du -sm "$root" | cut -f1) * 5 / 4 + 64))
 mkfs.ext4 -q -F -L nsbox-guest -d "$root" "$out/base.img" "${size_mb}M" >&2
 rm -rf --one-file-system "$root"

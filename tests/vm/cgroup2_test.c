@@ -5,15 +5,20 @@
  *                  as root and as a user with a delegated subtree
  *   suite undelegated a user without a delegated subtree gets rlimits, says
  *                  so, and --strict refuses
+ *   suite userscope a user started from a cgroup it cannot use (root's)
+ *                  gets a delegated scope from its systemd user instance;
+ *                  run with XDG_RUNTIME_DIR set, under systemd
  *
  * Run cgroups are found by walking the whole cgroup2 mount, not only below
  * the test's own cgroup: a delegated launcher runs in a scope elsewhere. One
- * run at a time (--jobs 1), so the run cgroup seen is this test's. */
+ * run at a time (--jobs 1), so the run cgroup seen is this test's. The
+ * launcher's own scope (nsbox-PID-RANDOM.scope) is not a run cgroup. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,11 +40,19 @@ static char found_dir[4096];
 static char *tree_list;
 static size_t tree_len, tree_cap;
 
+static bool
+ends_with (const char *text, const char *suffix)
+{
+  size_t tl = strlen (text), sl = strlen (suffix);
+  return tl >= sl && strcmp (text + tl - sl, suffix) == 0;
+}
+
 static int
 find_run_cgroup (const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
   (void)st;
-  if (flag == FTW_D && strncmp (path + ftw->base, "nsbox-", 6) == 0)
+  if (flag == FTW_D && strncmp (path + ftw->base, "nsbox-", 6) == 0
+      && !ends_with (path + ftw->base, ".scope"))
     {
       snprintf (found_dir, sizeof found_dir, "%s", path);
       return 1;
@@ -549,4 +563,227 @@ Test (undelegated, strict_refuses_without_a_cgroup, .timeout = 60)
   assert_refused (&out, needles);
   assert_no_run_cgroup (&out);
   run_out_free (&out);
+}
+
+/* The launcher's scope `scope` (the parent of its run cgroup) is named
+ * nsbox-<launcher>-*.scope, sits below the test user's systemd instance
+ * (user@UID.service) and was the user's (`owner`: delegated). */
+static void
+assert_user_scope (struct run_out *out, const char *scope, pid_t launcher, uid_t owner)
+{
+  struct passwd *pw = getpwnam (harness_test_user ());
+  cr_assert_not_null (pw);
+  const char *name = strrchr (scope, '/') + 1;
+  char prefix[64], manager[64];
+  snprintf (prefix, sizeof prefix, "nsbox-%d-", (int)launcher);
+  snprintf (manager, sizeof manager, "/user@%u.service/", (unsigned)pw->pw_uid);
+  RUN_ASSERT (out, strncmp (name, prefix, strlen (prefix)) == 0 && ends_with (name, ".scope"),
+              "the run cgroup's parent %s is not a scope %s*.scope of the launcher", scope, prefix);
+  RUN_ASSERT (out, strstr (scope, manager) != NULL, "the scope %s is not below %s", scope, manager);
+  RUN_ASSERT (out, owner == pw->pw_uid, "the scope %s was uid %u's, not the user's (delegated)",
+              scope, (unsigned)owner);
+}
+
+/* systemd removes a scope once its last process is gone, soon after. */
+static bool
+wait_gone (const char *dir, int timeout_ms)
+{
+  for (int waited = 0; waited < timeout_ms; waited += 50)
+    {
+      if (access (dir, F_OK) < 0 && errno == ENOENT)
+        return true;
+      sleep_ms (50);
+    }
+  return false;
+}
+
+static void
+assert_undelegated_start (void)
+{
+  cr_assert_not_null (harness_test_user (), "run this suite with NSBOX_TEST_USER");
+  const char *runtime_dir = getenv ("XDG_RUNTIME_DIR");
+  cr_assert (runtime_dir && *runtime_dir, "run this suite with XDG_RUNTIME_DIR (the user bus)");
+  /* The launcher starts in this process's cgroup: root's, so not delegated
+   * to the test user. */
+  char own[512], dir[1024];
+  cr_assert (read_text ("/proc/self", "cgroup", own, sizeof own));
+  own[strcspn (own, "\n")] = '\0';
+  cr_assert (strncmp (own, "0::", 3) == 0, "/proc/self/cgroup: %s", own);
+  snprintf (dir, sizeof dir, CGROUP_ROOT "%s", own + 3);
+  struct stat st;
+  cr_assert (stat (dir, &st) == 0 && st.st_uid == 0, "%s is not root's", dir);
+}
+
+Test (userscope, launcher_from_an_undelegated_cgroup_runs_in_a_scope_from_systemd, .timeout = 120)
+{
+  assert_undelegated_start ();
+  struct run_job job;
+  const char *const args[] = { "--memory", "96m", "--timeout", "30s", NULL };
+  const char *code = "import time\nprint('ok', flush=True)\ntime.sleep(3)\n";
+  run_cli_spawn (args, true, &job);
+  run_job_feed (&job, code, strlen (code));
+  char run_dir[4096], scope[4096], launcher_cg[4200] = "?", want[4300], ctrl[256] = "?";
+  char memory_max[64] = "?", proc[64];
+  wait_populated_run_cgroup (run_dir, sizeof run_dir, 30000);
+  snprintf (scope, sizeof scope, "%s", run_dir);
+  *strrchr (scope, '/') = '\0';
+  snprintf (proc, sizeof proc, "/proc/%d", (int)job.pid);
+  read_text (proc, "cgroup", launcher_cg, sizeof launcher_cg);
+  read_text (scope, "cgroup.subtree_control", ctrl, sizeof ctrl);
+  read_text (run_dir, "memory.max", memory_max, sizeof memory_max);
+  struct stat st;
+  uid_t owner = stat (scope, &st) == 0 ? st.st_uid : (uid_t)-1;
+  struct run_out out;
+  run_cli_wait (&job, NULL, 0, &out);
+  assert_prints (&out, "ok\n");
+  assert_cgroup2_limits (&out);
+  assert_user_scope (&out, scope, job.pid, owner);
+  /* The launcher moved itself into a leaf of the scope and made the scope a
+   * parent with the controllers; the run cgroup had its limit. */
+  snprintf (want, sizeof want, "0::%s/nsbox.launcher\n", scope + strlen (CGROUP_ROOT));
+  RUN_ASSERT (&out, strcmp (launcher_cg, want) == 0,
+              "the launcher's cgroup was '%s', expected '%s'", launcher_cg, want);
+  RUN_ASSERT (&out, strstr (ctrl, "memory") && strstr (ctrl, "pids"),
+              "%s/cgroup.subtree_control was '%s'", scope, ctrl);
+  RUN_ASSERT (&out, strcmp (memory_max, "100663296\n") == 0, "%s/memory.max was '%s'", run_dir,
+              memory_max);
+  RUN_ASSERT (&out, access (run_dir, F_OK) < 0 && errno == ENOENT, "run cgroup %s not removed",
+              run_dir);
+  RUN_ASSERT (&out, wait_gone (scope, 15000),
+              "the scope %s is still there 15 s after the launcher exited", scope);
+  run_out_free (&out);
+}
+
+/* Scopes of one launcher process, named nsbox-<pid>-*.scope. */
+static char scope_prefix[64];
+static int scopes_seen;
+
+static int
+count_scope (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void)st;
+  if (flag == FTW_D && strncmp (path + ftw->base, scope_prefix, strlen (scope_prefix)) == 0
+      && ends_with (path + ftw->base, ".scope"))
+    scopes_seen++;
+  return 0;
+}
+
+struct thread_runs
+{
+  const nsbox_config *config;
+  int runs;
+  char failure[512];
+};
+
+static void *
+thread_runs (void *arg)
+{
+  struct thread_runs *t = arg;
+  for (int i = 0; i < t->runs && !t->failure[0]; i++)
+    {
+      struct nsbox_error *err = NULL;
+      nsbox_result *r = NULL;
+      if (nsbox_run (t->config, "", 0, &r, &err) < 0)
+        {
+          snprintf (t->failure, sizeof t->failure, "run %d: %s", i, nsbox_error_message (err));
+          nsbox_error_free (err);
+          break;
+        }
+      for (int l = NSBOX_LIMIT_MEMORY; l <= NSBOX_LIMIT_PIDS; l++)
+        if (nsbox_result_limit (r, (enum nsbox_limit)l) != NSBOX_MECH_CGROUP2)
+          snprintf (t->failure, sizeof t->failure, "run %d: limit %d enforced by %s, not cgroup2",
+                    i, l, nsbox_mechanism_name (nsbox_result_limit (r, (enum nsbox_limit)l)));
+      if (!t->failure[0] && nsbox_result_exit_code (r) != 0)
+        snprintf (t->failure, sizeof t->failure, "run %d: exit code %d", i,
+                  nsbox_result_exit_code (r));
+      nsbox_result_free (r);
+    }
+  return NULL;
+}
+
+/* As the test user, from this process's cgroup: 4 threads of one process
+ * run sandboxes at once; the first to need a cgroup asks for the scope, the
+ * others wait for it and use it. Reports the process's cgroup on `fd`, then
+ * waits for a byte (or EOF) on `hold` before exiting. */
+static void
+child_threads (int fd, int hold)
+{
+  struct passwd *pw = getpwnam (harness_test_user ());
+  if (!pw || setgroups (0, NULL) < 0 || setgid (pw->pw_gid) < 0 || setuid (pw->pw_uid) < 0)
+    child_fail (fd, "become %s: %s", harness_test_user (), strerror (errno));
+  prctl (PR_SET_DUMPABLE, 1, 0, 0, 0);
+  struct nsbox_error *err = NULL;
+  nsbox_config *c = nsbox_config_new (&err);
+  const char *const cmd[] = { "/usr/bin/true" };
+  if (!c || nsbox_config_set (c, "rootfs", harness_rootfs (), &err) < 0
+      || nsbox_config_set_command (c, 1, cmd, &err) < 0)
+    child_fail (fd, "config: %s", nsbox_error_message (err));
+  struct thread_runs runs[4];
+  pthread_t threads[4];
+  for (int i = 0; i < 4; i++)
+    {
+      runs[i] = (struct thread_runs){ .config = c, .runs = 3 };
+      int r = pthread_create (&threads[i], NULL, thread_runs, &runs[i]);
+      if (r != 0)
+        child_fail (fd, "pthread_create: %s", strerror (r));
+    }
+  for (int i = 0; i < 4; i++)
+    pthread_join (threads[i], NULL);
+  for (int i = 0; i < 4; i++)
+    if (runs[i].failure[0])
+      child_fail (fd, "thread %d: %s", i, runs[i].failure);
+  nsbox_config_free (c);
+  char cg[1024] = "ok ";
+  if (!read_text ("/proc/self", "cgroup", cg + 3, sizeof cg - 3))
+    child_fail (fd, "read /proc/self/cgroup: %s", strerror (errno));
+  (void)!write (fd, cg, strlen (cg));
+  close (fd);
+  char byte;
+  (void)!read (hold, &byte, 1);
+  _exit (0);
+}
+
+Test (userscope, threads_of_one_library_caller_share_one_scope, .timeout = 300)
+{
+  assert_undelegated_start ();
+  int report[2], hold[2];
+  cr_assert (pipe2 (report, O_CLOEXEC) == 0 && pipe2 (hold, O_CLOEXEC) == 0);
+  pid_t pid = fork ();
+  cr_assert (pid >= 0);
+  if (pid == 0)
+    {
+      close (report[0]);
+      close (hold[1]);
+      child_threads (report[1], hold[0]);
+    }
+  close (report[1]);
+  close (hold[0]);
+  char msg[1100];
+  size_t len = 0;
+  ssize_t n;
+  while (len < sizeof msg - 1 && (n = read (report[0], msg + len, sizeof msg - 1 - len)) > 0)
+    len += (size_t)n;
+  msg[len] = '\0';
+  close (report[0]);
+  scopes_seen = 0;
+  snprintf (scope_prefix, sizeof scope_prefix, "nsbox-%d-", (int)pid);
+  nftw (CGROUP_ROOT, count_scope, 16, FTW_PHYS | FTW_MOUNT);
+  close (hold[1]);
+  int status;
+  cr_assert (waitpid (pid, &status, 0) == pid);
+  cr_assert (strncmp (msg, "ok 0::", 6) == 0, "library runs failed: %s",
+             msg[0] ? msg : "(no message)");
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  cr_assert_eq (scopes_seen, 1, "%d scopes %s*.scope for one process, expected 1", scopes_seen,
+                scope_prefix);
+  /* 12 runs, one scope: the process stayed in the scope's launcher leaf. */
+  char scope[1200];
+  snprintf (scope, sizeof scope, CGROUP_ROOT "%s", msg + 6);
+  scope[strcspn (scope, "\n")] = '\0';
+  cr_assert (ends_with (scope, "/nsbox.launcher"), "the caller is in %s", scope);
+  *strrchr (scope, '/') = '\0';
+  cr_assert (strstr (scope, scope_prefix), "the caller is in %s, not its scope", scope);
+  cr_assert_null (any_run_cgroup (), "run cgroup left: %s", found_dir);
+  cr_assert (wait_gone (scope, 15000), "the scope %s is still there 15 s after the caller exited",
+             scope);
 }

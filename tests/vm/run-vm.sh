@@ -6,7 +6,7 @@
 #
 # 1. builds BUILD_DIR/tests/vm/vmhelper (static) and cgroup2_test;
 # 2. gets the cached guest (tests/vm/build-guest.sh: kernel, initramfs,
-#    base image of the fixture rootfs);
+#    base image of the fixture rootfs with systemd and D-Bus);
 # 3. makes the payload disk: nsbox, the integration and cgroup2 test
 #    binaries, the shared libraries the base image lacks, vmhelper and
 #    guest-init.sh (the guest's PID 1, which runs the passes);
@@ -20,7 +20,7 @@
 # 1 GiB allocations before any cgroup limit is reached); NSBOX_VM_CACHE (guest
 # cache directory); NSBOX_VM_LOG (keep the serial log there); NSBOX_VM_PASSES
 # (comma-separated labels of the guest's passes to run: root, shared,
-# delegated, undelegated; default all).
+# delegated, undelegated, systemd; default all).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
