@@ -72,7 +72,15 @@ extern "C"
   /* Result of one run. */
   typedef struct nsbox_result nsbox_result;
 
-  /* How a limit was enforced. */
+  /* How a limit was enforced. cgroup v2 needs a cgroup the launcher may
+   * manage: any for root; for an unprivileged caller one delegated to it,
+   * or, when its own cgroup is not usable, a transient scope (Delegate=yes)
+   * its systemd user instance makes on the user bus. Moving
+   * into that scope moves the whole calling process, every thread and the
+   * children it starts later; it happens at most once per process, under a
+   * lock, on the first run that needs it, and lasts until the process
+   * exits. Where none of this is possible the limits fall back to cgroup v1
+   * or rlimits, and the result says so. */
   enum nsbox_mechanism
   {
     NSBOX_MECH_NONE = 0,
