@@ -37,10 +37,12 @@ struct rt_stream
   bool z_ready;
   ZSTD_DStream *zstd;
   size_t zstd_last; /* last ZSTD_decompressStream result: 0 = frame complete */
-  struct rt_sha256 hash;
   uint64_t total, limit;
-  char digest[RT_DIGEST_LEN + 1];
   char error[256];
+
+  /* The DiffID, hashed by the reader as it takes each chunk (the decoder
+   * has the longer share of the work). */
+  struct rt_sha256 hash;
 
   /* The decoded chunks between the decoder and the reader: slots head to
    * head + count - 1 (mod SLOTS) are filled, the first of them is the
@@ -230,18 +232,15 @@ read_zstd (struct rt_stream *s, unsigned char *out_buf, size_t *produced)
   return out.pos > 0;
 }
 
-/* Decodes the next chunk into out, counting and hashing it; returns its
- * length, 0 at the end of the stream (the digest is then final), -errno. */
+/* Decodes the next chunk into out, counting it; returns its length, 0 at
+ * the end of the stream, -errno. */
 static ssize_t
 decode (struct rt_stream *s, unsigned char *out)
 {
   for (;;)
     {
       if (s->done)
-        {
-          rt_sha256_final (&s->hash, s->digest);
-          return 0;
-        }
+        return 0;
       size_t produced = 0;
       ssize_t r;
       switch (s->codec)
@@ -270,7 +269,6 @@ decode (struct rt_stream *s, unsigned char *out)
           return fail (s, EFBIG, "uncompressed layer exceeds the limit of %s bytes", limit);
         }
       s->total += produced;
-      rt_sha256_update (&s->hash, out, produced);
       return (ssize_t)produced;
     }
 }
@@ -378,11 +376,9 @@ read_unthreaded (struct rt_stream *s, const void **buf)
   return n;
 }
 
-ssize_t
-rt_stream_read (struct rt_stream *s, const void **buf)
+static ssize_t
+read_threaded (struct rt_stream *s, const void **buf)
 {
-  if (!s->threaded)
-    return read_unthreaded (s, buf);
   pthread_mutex_lock (&s->lock);
   if (s->holding)
     {
@@ -403,6 +399,15 @@ rt_stream_read (struct rt_stream *s, const void **buf)
   else
     n = s->status < 0 ? s->status : 0;
   pthread_mutex_unlock (&s->lock);
+  return n;
+}
+
+ssize_t
+rt_stream_read (struct rt_stream *s, const void **buf)
+{
+  ssize_t n = s->threaded ? read_threaded (s, buf) : read_unthreaded (s, buf);
+  if (n > 0)
+    rt_sha256_update (&s->hash, *buf, (size_t)n);
   return n;
 }
 
@@ -436,7 +441,7 @@ rt_stream_finish (struct rt_stream *s, char digest[RT_DIGEST_LEN + 1])
     ;
   if (n < 0)
     return (int)n;
-  memcpy (digest, s->digest, RT_DIGEST_LEN + 1);
+  rt_sha256_final (&s->hash, digest);
   return 0;
 }
 

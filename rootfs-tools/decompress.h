@@ -2,9 +2,8 @@
  * the magic (gzip 1f8b, possibly multi-member; zstd 28b52ffd; else plain),
  * and every byte produced is hashed (the DiffID) and counted against a
  * limit. Bytes after the last gzip member are ignored (umoci 0.4.7).
- * A worker thread decodes and hashes ahead of the reader (a few MiB at
- * most); rt_stream_free stops and joins it, so no thread outlives the
- * stream. */
+ * A worker thread decodes ahead of the reader (a few MiB at most);
+ * rt_stream_free stops and joins it, so no thread outlives the stream. */
 #ifndef NSBOX_DECOMPRESS_H
 #define NSBOX_DECOMPRESS_H
 
