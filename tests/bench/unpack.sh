@@ -8,8 +8,15 @@
 # interleaved; prints the median wall time of each and the ratio
 # nsbox-image/umoci (target: <= 0.5).
 #
+# Each round unpacks right after removing the previous tree. On ext4
+# without a journal that is costly in itself: creating an inode skips every
+# inode of its block group freed in the last seconds, so the figures depend
+# on where the filesystem places each tree (nsbox-image puts its work
+# directories in block groups of their own; see rt_store_make_tmp). TMPDIR
+# picks the filesystem to measure on.
+#
 # Environment: NSBOX_BUILD (default build), NSBOX_TEST_ROOTFS (default
-# tests/fixtures/rootfs.sh), BENCH_UNPACK_N.
+# tests/fixtures/rootfs.sh), BENCH_UNPACK_N, TMPDIR (default /tmp).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -28,7 +35,7 @@ command -v umoci >/dev/null 2>&1 || {
 }
 rootfs="${NSBOX_TEST_ROOTFS:-$("$here/../fixtures/rootfs.sh")}"
 
-work="$(mktemp -d /tmp/nsbox-bench-unpack.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/nsbox-bench-unpack.XXXXXX")"
 cleanup() {
 	chmod -R u+rwx "$work" 2>/dev/null || true
 	rm -rf "$work"
