@@ -304,23 +304,32 @@ program_main (void *arg)
   return 127;
 }
 
+#define PROGRAM_STACK_SIZE (64 * 1024)
+
+/* Mapped before the rlimits are set: init is a copy of the launcher, whose
+ * address space alone may exceed an RLIMIT_AS fallback. */
+static char *
+map_program_stack (void)
+{
+  char *stack = mmap (NULL, PROGRAM_STACK_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED)
+    nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
+  return stack;
+}
+
 /* The program's process shares init's memory until its execve (vfork
  * semantics, on a stack of its own): no page tables to copy, a fork's cost
  * off the start-up path. It only calls setsid and execve, or reports and
  * exits; init waits meanwhile. */
 static pid_t
-spawn_program (const struct nsbox_plan *plan)
+spawn_program (const struct nsbox_plan *plan, char *stack)
 {
-  static const size_t stack_size = 64 * 1024;
-  char *stack = mmap (NULL, stack_size, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED)
-    nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
-  pid_t pid
-      = clone (program_main, stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)plan);
+  pid_t pid = clone (program_main, stack + PROGRAM_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                     (void *)plan);
   if (pid < 0)
     nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
-  munmap (stack, stack_size);
+  munmap (stack, PROGRAM_STACK_SIZE);
   return pid;
 }
 
@@ -399,6 +408,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
   /* After joining the v1 cgroups: they become the namespace's root. */
   if (lim.unshare_cgroupns && unshare (CLONE_NEWCGROUP) < 0)
     nsbox_child_fail (NSBOX_STEP_CGROUPNS, errno, NULL);
+  char *program_stack = map_program_stack ();
   apply_rlimits (&lim);
   nsbox_child_reset_signals ();
   drop_capabilities (plan);
@@ -407,7 +417,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
    * execve, and everything init still does (fork, setsid, execve, wait4,
    * write, exit) is allowed by it. */
   install_filter (plan);
-  pid_t program = spawn_program (plan);
+  pid_t program = spawn_program (plan, program_stack);
   /* init keeps no copy of the program's stdio, and nothing in the sandbox
    * may read its memory (it is a copy of the launcher's). */
   close (0);
