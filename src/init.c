@@ -306,11 +306,27 @@ program_main (void *arg)
 
 #define PROGRAM_STACK_SIZE (64 * 1024)
 
+/* AddressSanitizer cannot follow a process onto a stack it did not
+ * allocate (and under RLIMIT_AS cannot map its own): sanitizer builds start
+ * the program with a plain fork. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PROGRAM_VFORK 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PROGRAM_VFORK 0
+#endif
+#endif
+#ifndef PROGRAM_VFORK
+#define PROGRAM_VFORK 1
+#endif
+
 /* Mapped before the rlimits are set: init is a copy of the launcher, whose
  * address space alone may exceed an RLIMIT_AS fallback. */
 static char *
 map_program_stack (void)
 {
+  if (!PROGRAM_VFORK)
+    return NULL;
   char *stack = mmap (NULL, PROGRAM_STACK_SIZE, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED)
@@ -325,6 +341,15 @@ map_program_stack (void)
 static pid_t
 spawn_program (const struct nsbox_plan *plan, char *stack)
 {
+  if (!stack)
+    {
+      pid_t pid = nsbox_child_fork ();
+      if (pid < 0)
+        nsbox_child_fail (NSBOX_STEP_FORK, errno, NULL);
+      if (pid == 0)
+        _exit (program_main ((void *)plan));
+      return pid;
+    }
   pid_t pid = clone (program_main, stack + PROGRAM_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD,
                      (void *)plan);
   if (pid < 0)
