@@ -1,5 +1,5 @@
 /* The sandbox's PID 1: runs in the child of clone3, sets the sandbox up,
- * forks the program and reports its status. Between clone and exec only
+ * starts the program and reports its status. Between clone and exec only
  * async-signal-safe calls: no malloc, no stdio, raw syscalls for
  * credentials (glibc's wrappers would try to reach threads that do not
  * exist in this copy of the process). */
@@ -145,7 +145,8 @@ receive_limits (struct nsbox_limits_msg *lim)
   if (n == 0)
     _exit (127); /* the launcher is gone */
   if (n != (ssize_t)sizeof *lim || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || lim->nrlimits < 0
-      || lim->nrlimits > NSBOX_MAX_RLIMITS)
+      || lim->nrlimits > NSBOX_MAX_RLIMITS || lim->n_tasks_fds < 0
+      || lim->n_tasks_fds > NSBOX_MAX_V1_CGROUPS)
     nsbox_child_fail (NSBOX_STEP_SYNC, n < 0 ? errno : EPROTO, NULL);
   struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
   int fds[NSBOX_MAX_V1_CGROUPS] = { 0 }, nfds = 0;
@@ -155,6 +156,9 @@ receive_limits (struct nsbox_limits_msg *lim)
       nfds = count < NSBOX_MAX_V1_CGROUPS ? (int)count : NSBOX_MAX_V1_CGROUPS;
       memcpy (fds, CMSG_DATA (cm), sizeof (int) * (size_t)nfds);
     }
+  /* Every cgroup the launcher reports as enforcing a limit, or none. */
+  if (nfds != lim->n_tasks_fds)
+    nsbox_child_fail (NSBOX_STEP_JOIN_CGROUP, EPROTO, NULL);
   nsbox_child_join_v1_cgroups (fds, nfds);
   for (int i = 0; i < nfds; i++)
     close (fds[i]);
@@ -382,8 +386,8 @@ nsbox_child_reap (pid_t program)
     }
 }
 
-/* Before anything else: from here on every process of the sandbox is
- * counted and limited by the v1 cgroups. */
+/* Moves the caller into the run's v1 cgroups; every process it starts
+ * afterwards is counted and limited by them. */
 void
 nsbox_child_join_v1_cgroups (const int *tasks_fds, int n)
 {
@@ -442,14 +446,16 @@ nsbox_child_main (const struct nsbox_plan *plan)
    * execve, and everything init still does (fork, setsid, execve, wait4,
    * write, exit) is allowed by it. */
   install_filter (plan);
+  /* Nothing in the sandbox may read init's memory (a copy of the
+   * launcher's): not dumpable before the program exists. execve gives the
+   * program memory and a dumpable flag of its own. */
+  if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   pid_t program = spawn_program (plan, program_stack);
-  /* init keeps no copy of the program's stdio, and nothing in the sandbox
-   * may read its memory (it is a copy of the launcher's). */
+  /* init keeps no copy of the program's stdio. */
   close (0);
   close (1);
   close (2);
-  if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-    nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
   nsbox_child_reap (program);
   _exit (127);
 }

@@ -658,6 +658,18 @@ nsbox_limits_collect (struct nsbox_limits *l, struct nsbox_result *res)
 }
 
 void
+nsbox_limits_close_tasks (struct nsbox_limits *l, struct nsbox_plan *plan)
+{
+  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
+    {
+      if (l->tasks_fd[i] >= 0)
+        close (l->tasks_fd[i]);
+      l->tasks_fd[i] = -1;
+    }
+  plan->n_v1_tasks_fds = 0;
+}
+
+void
 nsbox_limits_release (struct nsbox_limits *l)
 {
   if (l->v2_fd >= 0)

@@ -52,6 +52,11 @@ int nsbox_limits_attach (struct nsbox_limits *limits, const struct nsbox_config 
                          struct nsbox_plan *plan, struct nsbox_error **err)
     __attribute__ ((visibility ("hidden")));
 
+/* Closes the v1 tasks files once the child has them: opened by the
+ * launcher, they could move any task it may see into the run cgroups. */
+void nsbox_limits_close_tasks (struct nsbox_limits *limits, struct nsbox_plan *plan)
+    __attribute__ ((visibility ("hidden")));
+
 /* Kills every process of the run cgroup (cgroup.kill). Returns false when
  * that is not available, so the caller falls back to killing init. */
 bool nsbox_limits_kill (struct nsbox_limits *limits) __attribute__ ((visibility ("hidden")));

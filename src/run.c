@@ -306,6 +306,7 @@ execute (struct run *r, const nsbox_config *c, const nsbox_config *limits_c, con
       nsbox_spawn_abort (&child);
       return ret;
     }
+  nsbox_limits_close_tasks (&r->limits, &r->plan);
   struct nsbox_streams streams = {
     .stdin_fd = TAKE_FD (r->fds[2 * PIPE_STDIN + 1]),
     .stdout_fd = TAKE_FD (r->fds[2 * PIPE_STDOUT]),

@@ -80,6 +80,7 @@ struct nsbox_limits_msg
 {
   int32_t nrlimits;
   int32_t unshare_cgroupns;
+  int32_t n_tasks_fds; /* how many fds come with it as SCM_RIGHTS */
   int32_t rlimit_resources[NSBOX_MAX_RLIMITS];
   struct rlimit rlimits[NSBOX_MAX_RLIMITS];
 };

@@ -138,6 +138,7 @@ nsbox_spawn_send_limits (int sync_fd, const struct nsbox_plan *plan, struct nsbo
   memset (&lim, 0, sizeof lim);
   lim.nrlimits = plan->nrlimits;
   lim.unshare_cgroupns = plan->unshare_cgroupns;
+  lim.n_tasks_fds = plan->n_v1_tasks_fds;
   for (int i = 0; i < plan->nrlimits && i < NSBOX_MAX_RLIMITS; i++)
     {
       lim.rlimit_resources[i] = plan->rlimit_resources[i];
