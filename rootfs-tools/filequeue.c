@@ -7,13 +7,46 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+struct rt_dir_ref *
+rt_dir_ref_new (int fd)
+{
+  struct rt_dir_ref *ref = malloc (sizeof *ref);
+  if (!ref)
+    return NULL;
+  ref->fd = fcntl (fd, F_DUPFD_CLOEXEC, 3);
+  if (ref->fd < 0)
+    {
+      int saved = errno;
+      free (ref);
+      errno = saved;
+      return NULL;
+    }
+  atomic_init (&ref->refs, 1);
+  return ref;
+}
+
+struct rt_dir_ref *
+rt_dir_ref_get (struct rt_dir_ref *ref)
+{
+  atomic_fetch_add_explicit (&ref->refs, 1, memory_order_relaxed);
+  return ref;
+}
+
+void
+rt_dir_ref_put (struct rt_dir_ref *ref)
+{
+  if (!ref || atomic_fetch_sub_explicit (&ref->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  close (ref->fd);
+  free (ref);
+}
+
 void
 rt_file_job_free (struct rt_file_job *job)
 {
   if (!job)
     return;
-  if (job->dir_fd >= 0)
-    close (job->dir_fd);
+  rt_dir_ref_put (job->dir);
   free (job->path);
   free (job->data);
   free (job);
@@ -23,8 +56,8 @@ rt_file_job_free (struct rt_file_job *job)
 static int
 job_run (const struct rt_file_job *job, const char **step)
 {
-  cleanup_close int fd
-      = openat (job->dir_fd, job->base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  cleanup_close int fd = openat (job->dir->fd, job->base,
+                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     {
       *step = "create";

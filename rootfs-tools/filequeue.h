@@ -7,6 +7,7 @@
 #define NSBOX_FILEQUEUE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
@@ -14,13 +15,29 @@
 
 #include "util.h"
 
-/* One regular file to create as `base` in dir_fd (O_CREAT|O_EXCL), write
+/* A directory fd shared by the queued jobs that create files in it (and
+ * the applier while it is its current parent): one fd per directory, not
+ * per file, so a long queue stays far below RLIMIT_NOFILE. The last
+ * holder closes it. */
+struct rt_dir_ref
+{
+  atomic_uint refs;
+  int fd;
+};
+
+/* A new reference (count 1) to a duplicate of `fd`; NULL with errno set. */
+NSBOX_INTERNAL struct rt_dir_ref *rt_dir_ref_new (int fd);
+NSBOX_INTERNAL struct rt_dir_ref *rt_dir_ref_get (struct rt_dir_ref *ref);
+/* Drops a reference (NULL is fine). */
+NSBOX_INTERNAL void rt_dir_ref_put (struct rt_dir_ref *ref);
+
+/* One regular file to create as `base` in dir->fd (O_CREAT|O_EXCL), write
  * `data` to, then fchmod to `mode` and set `times` on. */
 struct rt_file_job
 {
   struct rt_file_job *next;
-  int dir_fd; /* owned; -1 until set */
-  char *path; /* owned, lexical, for messages; base points into it */
+  struct rt_dir_ref *dir; /* a reference of its own; NULL until set */
+  char *path;             /* owned, lexical, for messages; base points into it */
   const char *base;
   mode_t mode;
   struct timespec times[2];

@@ -33,6 +33,9 @@
 #define JOB_MAX_BYTES (1u << 20)
 #define QUEUE_MAX_BYTES (16u << 20)
 #define QUEUE_MAX_JOBS 1024
+/* Directories the queued files may sit in (each holds an fd until its last
+ * file is written): beyond that the applier lets the queue drain. */
+#define QUEUE_MAX_DIRS 64
 
 /* What the image said about one path: applied to directories at the end,
  * written to ownership.tsv for everything. */
@@ -78,6 +81,10 @@ struct layer
   int parent_fd;
   ino_t parent_ino;
   bool parent_stale;
+  /* parent_fd shared with the file jobs queued in it (made on the first),
+   * and how many such directories were handed out since the last drain. */
+  struct rt_dir_ref *parent_ref;
+  unsigned queue_dirs;
   /* The file thread, and the names it was given since it was last drained
    * ("<parent inode>/<base>"): whatever could see or disturb a queued file
    * drains it first (removals, whiteouts, hardlinks, creating missing
@@ -182,6 +189,7 @@ queue_drain (struct layer *l, struct nsbox_error **err)
   rt_strmap_clear (&l->queued_names, NULL);
   const char *path, *step;
   int failure = rt_file_queue_drain (&l->files, &path, &step);
+  l->queue_dirs = l->parent_ref ? 1 : 0;
   if (!failure)
     return 0;
   return nsbox_error_sys (err, failure, "layer %u: '%s': %s", l->index, path, step);
@@ -345,6 +353,7 @@ forget_parent (struct layer *l)
   if (l->parent_fd >= 0)
     close (l->parent_fd);
   l->parent_fd = -1;
+  rt_dir_ref_put (TAKE_PTR (l->parent_ref));
   free (l->parent_path);
   l->parent_path = NULL;
 }
@@ -541,7 +550,6 @@ queue_regular (struct layer *l, struct archive_entry *entry, int pfd, int64_t si
   cleanup_file_job struct rt_file_job *job = calloc (1, sizeof *job);
   if (!job)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  job->dir_fd = -1;
   job->path = strdup (path);
   job->len = (size_t)size;
   job->data = size > 0 ? malloc ((size_t)size) : NULL;
@@ -554,9 +562,22 @@ queue_regular (struct layer *l, struct archive_entry *entry, int pfd, int64_t si
   int ret = read_file_data (l, job->data, size, path, err);
   if (ret < 0)
     return ret;
-  job->dir_fd = fcntl (pfd, F_DUPFD_CLOEXEC, 3);
-  if (job->dir_fd < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': create", l->index, path);
+  bool shared = pfd == l->parent_fd;
+  if (!shared || !l->parent_ref)
+    {
+      if (l->queue_dirs >= QUEUE_MAX_DIRS && (ret = queue_drain (l, err)) < 0)
+        return ret;
+      struct rt_dir_ref *ref = rt_dir_ref_new (pfd);
+      if (!ref)
+        return nsbox_error_sys (err, errno, "layer %u: '%s': create", l->index, path);
+      l->queue_dirs++;
+      if (!shared)
+        job->dir = ref;
+      else
+        l->parent_ref = ref;
+    }
+  if (shared)
+    job->dir = rt_dir_ref_get (l->parent_ref);
   cleanup_free char *key = NULL;
   if (asprintf (&key, "%ju/%s", (uintmax_t)l->parent_ino, job->base) < 0
       || rt_strmap_put (&l->queued_names, key, NULL, NULL) < 0)

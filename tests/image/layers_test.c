@@ -167,3 +167,23 @@ Test (layers, the_rootfs_gets_proc_dev_and_a_sticky_tmp_for_the_launcher)
   free (added_path);
   cmd_out_free (&out);
 }
+
+/* The file thread holds one fd per directory it has files queued in, not
+ * one per file: thousands of small files, in one directory and one per
+ * directory, unpack under a low RLIMIT_NOFILE (a login's 1024 is common). */
+Test (layers, many_small_files_unpack_under_a_low_open_files_limit)
+{
+  build_image (&fx, "l = layer()\n"
+                    "D(l, 'one')\n"
+                    "for i in range(3000): F(l, f'one/f{i}', 'x' * 100)\n"
+                    "for i in range(2000): D(l, f'd{i}'); F(l, f'd{i}/f', 'y' * 100)\n");
+  free (sh_ok (&fx, "\"$IMG\" --store \"$STORE\" import oci:\"$T/oci\":t"));
+  struct cmd_out out;
+  sh (&fx, &out, "ulimit -n 128 && \"$IMG\" --store \"$STORE\" rootfs " IMAGE_REF);
+  cr_assert_eq (out.status, 0, "unpack under 128 open files failed: %s", out.err);
+  char *count = sh_ok (&fx, "find \"$STORE\"/rootfs/*/rootfs/one \"$STORE\"/rootfs/*/rootfs/d* "
+                            "-type f | wc -l");
+  cr_assert_eq (atoi (count), 5000, "%s files written, not 5000", count);
+  free (count);
+  cmd_out_free (&out);
+}
