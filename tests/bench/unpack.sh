@@ -35,6 +35,10 @@ command -v umoci >/dev/null 2>&1 || {
 	echo "unpack  umoci not installed (apt-get install umoci): skipped"
 	exit 0
 }
+[ "$(id -u)" -eq 0 ] || {
+	echo "unpack  skipped: packing the fixture rootfs into an image needs root (it has root-only files)"
+	exit 0
+}
 rootfs="${NSBOX_TEST_ROOTFS:-$("$here/../fixtures/rootfs.sh")}"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/nsbox-bench-unpack.XXXXXX")"
