@@ -515,6 +515,31 @@ record_meta (struct layer *l, const char *path, struct archive_entry *entry)
 
 /* Entry types ------------------------------------------------------------ */
 
+/* The next piece of an entry's data, at most `room` bytes into `into`:
+ * its length, 0 at the end of the data, or an error for an archive error
+ * or data beyond the header's `size` (*copied counts what was read). */
+static la_ssize_t
+read_entry_chunk (struct layer *l, void *into, size_t room, int64_t size, int64_t *copied,
+                  const char *path, struct nsbox_error **err)
+{
+  la_ssize_t n = archive_read_data (l->ar, into, room);
+  if (n < 0)
+    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': %s", l->index, path,
+                            archive_error_string (l->ar));
+  *copied += n;
+  if (*copied > size)
+    return layer_error (l, err, EBADMSG, path, "more data than the header says");
+  return n;
+}
+
+/* At the end of an entry's data: all `size` bytes came. */
+static int
+check_entry_end (struct layer *l, int64_t copied, int64_t size, const char *path,
+                 struct nsbox_error **err)
+{
+  return copied == size ? 0 : layer_error (l, err, EBADMSG, path, "truncated file data");
+}
+
 /* Reads exactly size bytes of entry data into buf (NULL when size is 0). */
 static int
 read_file_data (struct layer *l, unsigned char *buf, int64_t size, const char *path,
@@ -526,19 +551,10 @@ read_file_data (struct layer *l, unsigned char *buf, int64_t size, const char *p
       /* Past size: room to see data the header did not announce. */
       void *into = copied < size ? (void *)(buf + copied) : (void *)l->u->copy_buf;
       size_t room = copied < size ? (size_t)(size - copied) : COPY_CHUNK;
-      la_ssize_t n = archive_read_data (l->ar, into, room);
-      if (n < 0)
-        return nsbox_error_set (err, EBADMSG, "layer %u: '%s': %s", l->index, path,
-                                archive_error_string (l->ar));
-      if (n == 0)
-        break;
-      copied += n;
-      if (copied > size)
-        return layer_error (l, err, EBADMSG, path, "more data than the header says");
+      la_ssize_t n = read_entry_chunk (l, into, room, size, &copied, path, err);
+      if (n <= 0)
+        return n < 0 ? (int)n : check_entry_end (l, copied, size, path, err);
     }
-  if (copied != size)
-    return layer_error (l, err, EBADMSG, path, "truncated file data");
-  return 0;
 }
 
 /* write_regular through the file thread, for small files without xattrs:
@@ -612,15 +628,11 @@ write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char
   int64_t copied = 0;
   for (;;)
     {
-      la_ssize_t n = archive_read_data (l->ar, l->u->copy_buf, COPY_CHUNK);
+      la_ssize_t n = read_entry_chunk (l, l->u->copy_buf, COPY_CHUNK, size, &copied, path, err);
       if (n < 0)
-        return nsbox_error_set (err, EBADMSG, "layer %u: '%s': %s", l->index, path,
-                                archive_error_string (l->ar));
+        return (int)n;
       if (n == 0)
         break;
-      copied += n;
-      if (copied > size)
-        return layer_error (l, err, EBADMSG, path, "more data than the header says");
       for (la_ssize_t off = 0; off < n;)
         {
           ssize_t w = write (fd, l->u->copy_buf + off, (size_t)(n - off));
@@ -631,12 +643,13 @@ write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char
           off += w;
         }
     }
-  if (copied != size)
-    return layer_error (l, err, EBADMSG, path, "truncated file data");
+  int ret = check_entry_end (l, copied, size, path, err);
+  if (ret < 0)
+    return ret;
   l->bytes += (uint64_t)size;
   l->u->image_bytes += (uint64_t)size;
   mode_t mode = archive_entry_perm (entry) & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
-  int ret = apply_xattrs (l, entry, fd, path, err);
+  ret = apply_xattrs (l, entry, fd, path, err);
   if (ret < 0)
     return ret;
   if (fchmod (fd, mode) < 0)
