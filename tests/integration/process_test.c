@@ -203,17 +203,7 @@ Test (process, no_runsc_process_survives_a_timeout, .timeout = 60)
   run_cli_spawn (args, true, &job);
   run_job_feed (&job, code, strlen (code));
   char desc[1024];
-  int seen = 0;
-  struct timespec start, now;
-  clock_gettime (CLOCK_MONOTONIC, &start);
-  do
-    {
-      seen = count_runsc_processes (job.pid, desc, sizeof desc);
-      clock_gettime (CLOCK_MONOTONIC, &now);
-      if (seen < 3)
-        nanosleep (&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
-    }
-  while (seen < 3 && now.tv_sec - start.tv_sec < 2);
+  int seen = wait_runsc_processes (job.pid, 3, 2000, desc, sizeof desc);
   struct run_out out;
   run_cli_wait (&job, NULL, 0, &out);
   RUN_ASSERT (&out, run_json_bool (&out, "timed_out"), "expected the loop to time out");
@@ -253,32 +243,13 @@ Test (process, no_runsc_process_survives_a_killed_launcher, .timeout = 60)
   run_cli_spawn (args, true, &job);
   run_job_feed (&job, code, strlen (code));
   char desc[1024];
-  int seen = 0;
-  struct timespec start, now;
-  clock_gettime (CLOCK_MONOTONIC, &start);
-  do
-    {
-      seen = count_runsc_processes (job.pid, desc, sizeof desc);
-      clock_gettime (CLOCK_MONOTONIC, &now);
-      if (seen < 3)
-        nanosleep (&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
-    }
-  while (seen < 3 && now.tv_sec - start.tv_sec < 10);
+  int seen = wait_runsc_processes (job.pid, 3, 10000, desc, sizeof desc);
   cr_assert (seen >= 3, "runsc, gofer and sentry not all seen (%d: %s)", seen, desc);
   kill (job.pid, SIGKILL);
   struct run_out out;
   run_cli_wait (&job, NULL, 0, &out);
   RUN_ASSERT (&out, out.term_signal == SIGKILL, "expected the launcher killed by SIGKILL");
-  int left = 0;
-  clock_gettime (CLOCK_MONOTONIC, &start);
-  do
-    {
-      left = count_runsc_processes (job.pid, desc, sizeof desc);
-      clock_gettime (CLOCK_MONOTONIC, &now);
-      if (left > 0)
-        nanosleep (&(struct timespec){ 0, 20 * 1000 * 1000 }, NULL);
-    }
-  while (left > 0 && now.tv_sec - start.tv_sec < 5);
+  int left = wait_runsc_processes (job.pid, 0, 5000, desc, sizeof desc);
   RUN_ASSERT (&out, left == 0, "%d runsc process(es) outlived the killed launcher: %s", left, desc);
   run_out_free (&out);
 }

@@ -1048,6 +1048,21 @@ wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_ms, 
     }
 }
 
+int
+wait_runsc_processes (pid_t launcher_pid, int at_least, int timeout_ms, char *desc,
+                      size_t desc_size)
+{
+  double deadline = now_seconds () + timeout_ms / 1000.0;
+  for (;;)
+    {
+      int n = count_runsc_processes (launcher_pid, desc, desc_size);
+      if ((at_least == 0 ? n == 0 : n >= at_least) || now_seconds () >= deadline)
+        return n;
+      struct timespec ts = { 0, 10 * 1000 * 1000 };
+      nanosleep (&ts, NULL);
+    }
+}
+
 /* cgroups: (mount point, mount root, controllers or "" for v2). */
 struct hierarchy
 {

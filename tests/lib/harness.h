@@ -178,6 +178,10 @@ int wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_
  * belong to the runs of the launcher `launcher_pid` (their command line
  * names its work directory, nsbox-runsc-<pid>-* in /dev/shm or TMPDIR). */
 int count_runsc_processes (pid_t launcher_pid, char *desc, size_t desc_size);
+/* Polls count_runsc_processes until it is at least `at_least` (or, with
+ * at_least 0, until it is 0) or timeout_ms passed; returns the last count. */
+int wait_runsc_processes (pid_t launcher_pid, int at_least, int timeout_ms, char *desc,
+                          size_t desc_size);
 /* Whether a runsc binary is there (NSBOX_RUNSC or the usual directories). */
 bool runsc_installed (void);
 
