@@ -177,6 +177,17 @@ seconds_since (const struct timespec *start)
   return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
 }
 
+/* test_pull, and how long it took in *took. */
+static struct nsbox_error *
+timed_pull (struct nsbox_store *store, const char *ref, char **digest, double *took)
+{
+  struct timespec start;
+  clock_gettime (CLOCK_MONOTONIC, &start);
+  struct nsbox_error *e = test_pull (store, ref, NULL, digest);
+  *took = seconds_since (&start);
+  return e;
+}
+
 Test (registry_faults, rate_limit_is_retried_after_retry_after, .timeout = 60)
 {
   struct server reg, proxy;
@@ -184,11 +195,9 @@ Test (registry_faults, rate_limit_is_retried_after_retry_after, .timeout = 60)
   proxy_start (&proxy, reg.port, "429", 2, 0);
   struct nsbox_store *store = test_store ();
   char *ref = ref_at (proxy.port, "test/img:t");
-  struct timespec start;
-  clock_gettime (CLOCK_MONOTONIC, &start);
-  struct nsbox_error *e = test_pull (store, ref, NULL, NULL);
+  double took;
+  struct nsbox_error *e = timed_pull (store, ref, NULL, &took);
   cr_assert_null (e, "pull failed: %s", nsbox_error_message (e));
-  double took = seconds_since (&start);
   cr_assert_geq (took, 1.9, "two Retry-After: 1 were not honoured (%.2fs)", took);
   cr_assert_eq (log_count (proxy.log, NULL, "/manifests/"), 3);
   free (ref);
@@ -308,10 +317,8 @@ Test (registry_faults, stalled_blob_is_asked_again_from_where_it_stopped, .timeo
   struct nsbox_store *store = test_store ();
   char *ref = ref_at (proxy.port, "test/big:t");
   char *digest = NULL;
-  struct timespec start;
-  clock_gettime (CLOCK_MONOTONIC, &start);
-  struct nsbox_error *e = test_pull (store, ref, NULL, &digest);
-  double took = seconds_since (&start);
+  double took;
+  struct nsbox_error *e = timed_pull (store, ref, &digest, &took);
   cr_assert_null (e, "pull failed: %s", nsbox_error_message (e));
   /* The stall lasts the whole window, and not much more. */
   cr_assert (took >= STALL_SECONDS && took < STALL_SECONDS + 5,
@@ -430,10 +437,8 @@ Test (registry_faults, slow_but_steady_transfer_is_not_taken_for_a_stall, .timeo
   struct nsbox_store *store = test_store ();
   char *ref = ref_at (proxy.port, "test/big:t");
   char *digest = NULL;
-  struct timespec start;
-  clock_gettime (CLOCK_MONOTONIC, &start);
-  struct nsbox_error *e = test_pull (store, ref, NULL, &digest);
-  double took = seconds_since (&start);
+  double took;
+  struct nsbox_error *e = timed_pull (store, ref, &digest, &took);
   cr_assert_null (e, "a slow but steady pull failed: %s", nsbox_error_message (e));
   cr_assert_geq (took, 3 * STALL_SECONDS, "the transfer was not slow (%.2f s)", took);
   const char *layer = first_layer (store, digest);
