@@ -235,8 +235,7 @@ Test (cgroup2, memory_limit_kills_and_reports_oom_and_peak, .timeout = 120)
   RUN_ASSERT (&out, strstr (run_stdout (&out, NULL), "allocated") == NULL, "1 GiB allocated");
   long long peak = run_json_int (&out, "memory_peak_bytes");
   RUN_ASSERT (&out, peak >= 32LL << 20 && peak <= 64LL << 20,
-              "memory_peak_bytes %lld: expected the limit reached (32..64 MiB, memory.peak)",
-              peak);
+              "memory_peak_bytes %lld: expected the limit reached (32..64 MiB, memory.peak)", peak);
   assert_no_run_cgroup (&out);
   run_out_free (&out);
 }
@@ -415,8 +414,8 @@ Test (cgroup2, twenty_cli_runs_leave_no_cgroup_behind, .timeout = 300)
   free (after);
 }
 
-static void
-child_fail (int fd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3), noreturn));
+static void child_fail (int fd, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3), noreturn));
 
 static void
 child_fail (int fd, const char *fmt, ...)
@@ -432,14 +431,37 @@ child_fail (int fd, const char *fmt, ...)
 
 /* As the test user: alone in a fresh scope of the delegated subtree
  * (NSBOX_VM_DELEGATED), delegated to the user as systemd delegates a scope. */
+/* Drops to the test user (pw, its passwd entry) for library runs. */
+static void
+child_become_test_user (const struct passwd *pw, int fd)
+{
+  if (setgroups (0, NULL) < 0 || setgid (pw->pw_gid) < 0 || setuid (pw->pw_uid) < 0)
+    child_fail (fd, "become %s: %s", harness_test_user (), strerror (errno));
+  prctl (PR_SET_DUMPABLE, 1, 0, 0, 0);
+}
+
+/* A config running /usr/bin/true in the fixture rootfs: a cgroup per run
+ * is the point of these runs, not Python. */
+static nsbox_config *
+child_true_config (int fd)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_config *c = nsbox_config_new (&err);
+  const char *const cmd[] = { "/usr/bin/true" };
+  if (!c || nsbox_config_set (c, "rootfs", harness_rootfs (), &err) < 0
+      || nsbox_config_set_command (c, 1, cmd, &err) < 0)
+    child_fail (fd, "config: %s", nsbox_error_message (err));
+  return c;
+}
+
 static void
 child_enter_scope (const char *scope, int fd)
 {
   struct passwd *pw = getpwnam (harness_test_user ());
   if (!pw)
     child_fail (fd, "no user %s", harness_test_user ());
-  static const char *const files[] = { "", "/cgroup.procs", "/cgroup.subtree_control",
-                                       "/cgroup.threads" };
+  static const char *const files[]
+      = { "", "/cgroup.procs", "/cgroup.subtree_control", "/cgroup.threads" };
   if (mkdir (scope, 0755) < 0)
     child_fail (fd, "mkdir %s: %s", scope, strerror (errno));
   for (size_t i = 0; i < 4; i++)
@@ -456,20 +478,14 @@ child_enter_scope (const char *scope, int fd)
   if (pfd < 0 || write (pfd, pid, strlen (pid)) < 0)
     child_fail (fd, "join %s: %s", scope, strerror (errno));
   close (pfd);
-  if (setgroups (0, NULL) < 0 || setgid (pw->pw_gid) < 0 || setuid (pw->pw_uid) < 0)
-    child_fail (fd, "become %s: %s", harness_test_user (), strerror (errno));
-  prctl (PR_SET_DUMPABLE, 1, 0, 0, 0);
+  child_become_test_user (pw, fd);
 }
 
 static void
 child_runs (int n, int fd)
 {
   struct nsbox_error *err = NULL;
-  nsbox_config *c = nsbox_config_new (&err);
-  const char *const cmd[] = { "/usr/bin/true" };
-  if (!c || nsbox_config_set (c, "rootfs", harness_rootfs (), &err) < 0
-      || nsbox_config_set_command (c, 1, cmd, &err) < 0)
-    child_fail (fd, "config: %s", nsbox_error_message (err));
+  nsbox_config *c = child_true_config (fd);
   for (int i = 0; i < n; i++)
     {
       nsbox_result *r = NULL;
@@ -709,15 +725,10 @@ static void
 child_threads (int fd, int hold)
 {
   struct passwd *pw = getpwnam (harness_test_user ());
-  if (!pw || setgroups (0, NULL) < 0 || setgid (pw->pw_gid) < 0 || setuid (pw->pw_uid) < 0)
-    child_fail (fd, "become %s: %s", harness_test_user (), strerror (errno));
-  prctl (PR_SET_DUMPABLE, 1, 0, 0, 0);
-  struct nsbox_error *err = NULL;
-  nsbox_config *c = nsbox_config_new (&err);
-  const char *const cmd[] = { "/usr/bin/true" };
-  if (!c || nsbox_config_set (c, "rootfs", harness_rootfs (), &err) < 0
-      || nsbox_config_set_command (c, 1, cmd, &err) < 0)
-    child_fail (fd, "config: %s", nsbox_error_message (err));
+  if (!pw)
+    child_fail (fd, "no user %s", harness_test_user ());
+  child_become_test_user (pw, fd);
+  nsbox_config *c = child_true_config (fd);
   struct thread_runs runs[4];
   pthread_t threads[4];
   for (int i = 0; i < 4; i++)
