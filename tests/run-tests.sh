@@ -21,6 +21,11 @@
 # Sanitizer builds run with tests/lsan.supp (Criterion's own leak, see
 # there) added to LSAN_OPTIONS.
 #
+# Speed: each pass gets a fresh NSBOX_TEST_CALIBRATION file, where the first
+# test that needs it records how much slower than the reference machine a
+# trivial run is here and now (tests/lib/harness.h, harness_time_scale); the
+# tests scale their time bounds by it, and the summary shows it.
+#
 # Knobs: NSBOX_TEST_JOBS (Criterion --jobs; default 2), NSBOX_TEST_PASS_TIMEOUT
 # (seconds per pass, default 600), NSBOX_TEST_ARGS (extra Criterion options,
 # e.g. "--filter 'limits/*'"), NSBOX_TEST_MUST_WORK=1 (CI: no pass may be
@@ -109,12 +114,16 @@ run_pass_once() {
 		shift
 	done
 	shift
-	local out rc line why tested=0 passing=0 failing=0 crashing=0
+	local out rc line why tested=0 passing=0 failing=0 crashing=0 calib notes=""
 	out="$(mktemp)"
-	tmpdirs+=("$out")
+	calib="$(mktemp)"
+	tmpdirs+=("$out" "$calib")
+	# Readable and writable by the test binary whoever it runs as.
+	chmod 666 "$calib"
 	printf '\n==== %s ====\n' "$label"
+	local began=$SECONDS
 	set +e
-	env "${envs[@]}" timeout --kill-after=30 "$pass_timeout" \
+	env "${envs[@]}" NSBOX_TEST_CALIBRATION="$calib" timeout --kill-after=30 "$pass_timeout" \
 		"$1" --jobs "$jobs" "${extra_args[@]}" 2>&1 | tee "$out"
 	rc="${PIPESTATUS[0]}"
 	set -e
@@ -125,6 +134,11 @@ run_pass_once() {
 		passing="$(sed -n 's/.*Passing: *\([0-9]*\).*/\1/p' <<<"$line")"
 		failing="$(sed -n 's/.*Failing: *\([0-9]*\).*/\1/p' <<<"$line")"
 		crashing="$(sed -n 's/.*Crashing: *\([0-9]*\).*/\1/p' <<<"$line")"
+	fi
+	notes=" in $((SECONDS - began)) s"
+	if [ -s "$calib" ]; then
+		# "<scale> <median ms>"
+		notes="$notes$(awk '{ printf ", time scale %s (a trivial run took %s ms)", $1, $2 }' "$calib")"
 	fi
 	local bad=$((failing + crashing))
 	total_passed=$((total_passed + passing))
@@ -144,14 +158,14 @@ run_pass_once() {
 		# runner, sanitizer report at exit) still counts as one failure.
 		[ "$bad" -gt 0 ] || bad=1
 		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-			summary+=("FAIL  $label: timed out after ${pass_timeout}s")
+			summary+=("FAIL  $label: timed out after ${pass_timeout}s$notes")
 		else
-			summary+=("FAIL  $label: $why; tested $tested, passing $passing, failing $failing, crashing $crashing")
+			summary+=("FAIL  $label: $why; tested $tested, passing $passing, failing $failing, crashing $crashing$notes")
 		fi
 	elif [ "$tested" -eq 0 ]; then
 		summary+=("WARN  $label: ran no test")
 	else
-		summary+=("ok    $label: tested $tested, passing $passing")
+		summary+=("ok    $label: tested $tested, passing $passing$notes")
 	fi
 	total_failed=$((total_failed + bad))
 }

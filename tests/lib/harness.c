@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -303,6 +304,8 @@ parse_json (struct run_out *out)
 void
 run_cli_spawn (const char *const *extra_args, bool as_json, struct run_job *job)
 {
+  /* Measured before any sandbox of the test runs, never while one does. */
+  harness_time_scale ();
   memset (job, 0, sizeof *job);
   job->as_json = as_json;
   const char *bin = harness_nsbox_bin ();
@@ -408,6 +411,128 @@ void
 run_cli_text (const char *code, size_t len, const char *const *extra_args, struct run_out *out)
 {
   run_cli_impl (code, len, extra_args, false, out);
+}
+
+/* Speed calibration: see harness.h. */
+
+#define CALIBRATION_RUNS 5
+/* Beyond this the machine is too slow for the suite to say anything: the
+ * scale stops here and the bounds it would need fail loudly. */
+#define MAX_TIME_SCALE 10.0
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median wall time of a trivial run through the CLI, as this pass's
+ * user and runtime. */
+static double
+measure_trivial_run (void)
+{
+  double took[CALIBRATION_RUNS];
+  for (int i = 0; i < CALIBRATION_RUNS; i++)
+    {
+      struct run_out out;
+      run_cli ("pass\n", 5, NULL, &out);
+      RUN_ASSERT (&out, out.exit_status == 0, "calibration: a trivial run failed");
+      took[i] = out.seconds;
+      run_out_free (&out);
+    }
+  qsort (took, CALIBRATION_RUNS, sizeof took[0], cmp_double);
+  return took[CALIBRATION_RUNS / 2];
+}
+
+static double
+scale_of (double median)
+{
+  double reference = harness_is_runsc () ? HARNESS_REFERENCE_RUNSC_S : HARNESS_REFERENCE_NATIVE_S;
+  const char *own = getenv ("NSBOX_TEST_REFERENCE_MS");
+  if (own && *own)
+    {
+      char *end;
+      reference = strtod (own, &end) / 1000;
+      cr_assert (*end == '\0' && reference > 0, "NSBOX_TEST_REFERENCE_MS '%s' is not a number",
+                 own);
+    }
+  double scale = median / reference;
+  return scale < 1.0 ? 1.0 : scale > MAX_TIME_SCALE ? MAX_TIME_SCALE : scale;
+}
+
+/* The pass's calibration file: "<scale> <median>\n", written by the first
+ * worker that needs it while the others wait on its lock. */
+static double
+calibrate_through_file (const char *path)
+{
+  int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  cr_assert (fd >= 0, "NSBOX_TEST_CALIBRATION '%s': %s", path, strerror (errno));
+  cr_assert (flock (fd, LOCK_EX) == 0, "lock '%s': %s", path, strerror (errno));
+  char buf[128];
+  ssize_t n = pread (fd, buf, sizeof buf - 1, 0);
+  double scale = 0;
+  if (n > 0)
+    {
+      buf[n] = '\0';
+      scale = strtod (buf, NULL);
+    }
+  if (!(scale >= 1.0))
+    {
+      double median = measure_trivial_run ();
+      scale = scale_of (median);
+      int len = snprintf (buf, sizeof buf, "%.2f %.1f\n", scale, median * 1000);
+      cr_assert (ftruncate (fd, 0) == 0 && pwrite (fd, buf, (size_t)len, 0) == len,
+                 "write '%s': %s", path, strerror (errno));
+      cr_log_info ("calibration: a trivial %s run takes %.1f ms here: time scale %.2f",
+                   harness_runtime (), median * 1000, scale);
+    }
+  close (fd);
+  return scale;
+}
+
+/* Set while the trivial runs are measured, whose own start must not
+ * calibrate again. */
+static bool calibrating;
+
+double
+harness_time_scale (void)
+{
+  static double scale;
+  if (scale >= 1.0)
+    return scale;
+  if (calibrating)
+    return 1.0;
+  const char *forced = getenv ("NSBOX_TEST_TIME_SCALE");
+  const char *path = getenv ("NSBOX_TEST_CALIBRATION");
+  if (forced && *forced)
+    {
+      char *end;
+      scale = strtod (forced, &end);
+      cr_assert (*end == '\0' && scale >= 1.0 && scale <= MAX_TIME_SCALE,
+                 "NSBOX_TEST_TIME_SCALE '%s' is not a number from 1 to %.0f", forced,
+                 MAX_TIME_SCALE);
+    }
+  else
+    {
+      calibrating = true;
+      scale = path && *path ? calibrate_through_file (path) : scale_of (measure_trivial_run ());
+      calibrating = false;
+    }
+  return scale;
+}
+
+double
+harness_scaled (double seconds)
+{
+  return seconds * harness_time_scale ();
+}
+
+const char *
+harness_scaled_duration (double seconds, char *buf, size_t size)
+{
+  snprintf (buf, size, "%.0fms", harness_scaled (seconds) * 1000);
+  return buf;
 }
 
 /* Library mode, in the forked child. */
@@ -553,6 +678,7 @@ static void
 run_lib_impl (const char *code, size_t len, const char *const *extra_args, bool non_dumpable,
               struct run_out *out)
 {
+  harness_time_scale ();
   memset (out, 0, sizeof *out);
   out->mode = RUN_LIB;
   out->as_json = true;
@@ -1037,7 +1163,7 @@ int
 wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_ms, char *desc,
                          size_t desc_size)
 {
-  double deadline = now_seconds () + timeout_ms / 1000.0;
+  double deadline = now_seconds () + harness_scaled (timeout_ms / 1000.0);
   for (;;)
     {
       int n = count_uid_processes (uid, environ_needle, desc, desc_size);
@@ -1052,7 +1178,7 @@ int
 wait_runsc_processes (pid_t launcher_pid, int at_least, int timeout_ms, char *desc,
                       size_t desc_size)
 {
-  double deadline = now_seconds () + timeout_ms / 1000.0;
+  double deadline = now_seconds () + harness_scaled (timeout_ms / 1000.0);
   for (;;)
     {
       int n = count_runsc_processes (launcher_pid, desc, desc_size);

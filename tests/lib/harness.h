@@ -10,7 +10,14 @@
  *   NSBOX_TEST_MUST_WORK  1: every skip is a failure
  *   NSBOX_TEST_RUNTIME    when set (native, runsc), every run gets
  *                         --runtime VALUE (CLI) or runtime=VALUE (library)
- *                         before the case's own arguments */
+ *                         before the case's own arguments
+ *   NSBOX_TEST_CALIBRATION  a file shared by the workers of one pass, where
+ *                         the first to need it records harness_time_scale
+ *                         (run-tests.sh gives each pass a fresh one)
+ *   NSBOX_TEST_TIME_SCALE a number >= 1 used instead of measuring
+ *   NSBOX_TEST_REFERENCE_MS  the trivial run's time where the bounds were
+ *                         tuned, for a place other than the host (the
+ *                         check-vm guest) */
 #ifndef NSBOX_TEST_HARNESS_H
 #define NSBOX_TEST_HARNESS_H
 
@@ -73,6 +80,25 @@ bool harness_is_runsc (void);
  * else the (test) user's own uid. */
 uid_t sandbox_host_uid (void);
 gid_t sandbox_host_gid (void);
+
+/* Speed. Every bound on how long something may take was chosen on a
+ * machine where a trivial run ("pass") through the CLI took about
+ * HARNESS_REFERENCE_NATIVE_S natively and HARNESS_REFERENCE_RUNSC_S under
+ * runsc. harness_time_scale measures the same trivial run here and now
+ * (median of five, as this pass's user and runtime, under whatever load the
+ * machine has) and returns how many times slower it is, never less than 1:
+ * time bounds are multiplied by it, so a verdict depends on containment,
+ * not on the machine's speed. Measured once per pass (see
+ * NSBOX_TEST_CALIBRATION) and logged. */
+/* A test's Criterion `.timeout` is only a hang guard: every test ran in
+ * less than an eighth of its own with two CPU hogs beside the suite. */
+#define HARNESS_REFERENCE_NATIVE_S 0.025
+#define HARNESS_REFERENCE_RUNSC_S 0.300
+double harness_time_scale (void);
+/* seconds * harness_time_scale () */
+double harness_scaled (double seconds);
+/* The same as a duration argument ("2300ms") in buf; returns buf. */
+const char *harness_scaled_duration (double seconds, char *buf, size_t size);
 
 /* The one skip macro: for genuinely missing kernel features only. */
 #define NSBOX_SKIP_UNLESS(cond, reason)                                                            \
@@ -169,8 +195,8 @@ int open_inheritable (const char *path);
 /* Processes with real uid `uid`; with `environ_needle`, only those whose
  * /proc/PID/environ contains it. A short list goes to desc. */
 int count_uid_processes (uid_t uid, const char *environ_needle, char *desc, size_t desc_size);
-/* Polls until count_uid_processes is 0 or timeout_ms passed; returns the
- * last count. */
+/* Polls until count_uid_processes is 0 or timeout_ms (scaled by
+ * harness_time_scale) passed; returns the last count. */
 int wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_ms, char *desc,
                              size_t desc_size);
 
@@ -179,7 +205,8 @@ int wait_uid_processes_gone (uid_t uid, const char *environ_needle, int timeout_
  * names its work directory, nsbox-runsc-<pid>-* in /dev/shm or TMPDIR). */
 int count_runsc_processes (pid_t launcher_pid, char *desc, size_t desc_size);
 /* Polls count_runsc_processes until it is at least `at_least` (or, with
- * at_least 0, until it is 0) or timeout_ms passed; returns the last count. */
+ * at_least 0, until it is 0) or timeout_ms (scaled by harness_time_scale)
+ * passed; returns the last count. */
 int wait_runsc_processes (pid_t launcher_pid, int at_least, int timeout_ms, char *desc,
                           size_t desc_size);
 /* Whether a runsc binary is there (NSBOX_RUNSC or the usual directories). */
