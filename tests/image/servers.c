@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #define MAX_SERVERS 16
+/* Hang guards, not bounds under test: no verdict depends on how fast a
+ * server starts or stops (a slow stop ends in SIGKILL). */
 #define START_TIMEOUT_MS 15000
 #define STOP_TIMEOUT_MS 5000
 

@@ -197,7 +197,10 @@ Test (process, library_runs_from_a_non_dumpable_caller, .timeout = 30)
 Test (process, no_runsc_process_survives_a_timeout, .timeout = 60)
 {
   NSBOX_SKIP_UNLESS (runsc_installed (), "no runsc binary (apt-get install runsc)");
-  const char *const args[] = { "--runtime", "runsc", "--timeout", "2s", NULL };
+  /* The loop outlives gVisor's start, on a slow machine too. */
+  char timeout[32];
+  harness_scaled_duration (2.0, timeout, sizeof timeout);
+  const char *const args[] = { "--runtime", "runsc", "--timeout", timeout, NULL };
   const char *code = "while True: pass\n";
   struct run_job job;
   run_cli_spawn (args, true, &job);

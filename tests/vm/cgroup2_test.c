@@ -142,6 +142,7 @@ static void
 wait_populated_run_cgroup (char *dir, size_t size, int timeout_ms)
 {
   char buf[256];
+  timeout_ms = (int)harness_scaled (timeout_ms);
   for (int waited = 0; waited < timeout_ms; waited += 20)
     {
       const char *d = any_run_cgroup ();
@@ -267,7 +268,10 @@ Test (cgroup2, fork_bomb_is_contained_by_pids_max, .timeout = 120)
   char tag[96];
   make_run_tag (tag, sizeof tag);
   struct run_job job;
-  const char *const args[] = { "--pids-limit", "16", "--timeout", "8s", "--env", tag, NULL };
+  /* Time enough to meet the limit before the timeout, on a slow host too. */
+  char timeout[32];
+  harness_scaled_duration (8.0, timeout, sizeof timeout);
+  const char *const args[] = { "--pids-limit", "16", "--timeout", timeout, "--env", tag, NULL };
   const char *code = "import os\n"
                      "while True:\n"
                      "  try:\n"
@@ -279,7 +283,8 @@ Test (cgroup2, fork_bomb_is_contained_by_pids_max, .timeout = 120)
   char dir[4096];
   wait_populated_run_cgroup (dir, sizeof dir, 15000);
   long long max_events = -1, current = -1, highest = 0;
-  for (int waited = 0; waited < 6000; waited += 20)
+  int window_ms = (int)harness_scaled (6000);
+  for (int waited = 0; waited < window_ms; waited += 20)
     {
       max_events = keyed (dir, "pids.events", "max");
       char buf[64];
@@ -323,7 +328,8 @@ Test (cgroup2, cpus_limit_throttles_a_busy_loop, .timeout = 120)
   cr_assert (read_text (dir, "cpu.max", cpu_max, sizeof cpu_max), "read %s/cpu.max", dir);
   cr_assert_str_eq (cpu_max, "20000 100000\n", "cpu.max");
   long long throttled = -1;
-  for (int waited = 0; waited < 10000; waited += 50)
+  int window_ms = (int)harness_scaled (10000);
+  for (int waited = 0; waited < window_ms; waited += 50)
     {
       throttled = keyed (dir, "cpu.stat", "nr_throttled");
       if (throttled > 0)
@@ -349,7 +355,10 @@ Test (cgroup2, cpus_limit_throttles_a_busy_loop, .timeout = 120)
 Test (cgroup2, timeout_kills_the_whole_cgroup_and_removes_it, .timeout = 60)
 {
   struct run_job job;
-  const char *const args[] = { "--timeout", "3s", NULL };
+  /* Long enough for the children to start first, on a slow host too. */
+  char timeout[32];
+  harness_scaled_duration (3.0, timeout, sizeof timeout);
+  const char *const args[] = { "--timeout", timeout, NULL };
   const char *code = "import os, time\n"
                      "for _ in range(4):\n"
                      "    if os.fork() == 0:\n"
@@ -361,7 +370,8 @@ Test (cgroup2, timeout_kills_the_whole_cgroup_and_removes_it, .timeout = 60)
   char dir[4096], procs[1024];
   wait_populated_run_cgroup (dir, sizeof dir, 15000);
   int n = 0;
-  for (int waited = 0; waited < 2500 && n < 6; waited += 20)
+  int window_ms = (int)harness_scaled (2500);
+  for (int waited = 0; waited < window_ms && n < 6; waited += 20)
     {
       cr_assert (read_text (dir, "cgroup.procs", procs, sizeof procs));
       n = 0;
@@ -604,6 +614,7 @@ assert_user_scope (struct run_out *out, const char *scope, pid_t launcher, uid_t
 static bool
 wait_gone (const char *dir, int timeout_ms)
 {
+  timeout_ms = (int)harness_scaled (timeout_ms);
   for (int waited = 0; waited < timeout_ms; waited += 50)
     {
       if (access (dir, F_OK) < 0 && errno == ENOENT)
