@@ -12,7 +12,9 @@
  *   # expect[Q,...]: ...     replaces `expect` when every qualifier holds:
  *                            native, runsc, root, user, rlimit or cgroup (the
  *                            run's memory limit mechanism), cpu-none (no CPU
- *                            quota enforced); needs because="..."
+ *                            quota enforced), i386 (the host kernel runs
+ *                            int 0x80 from a 64-bit process: probed here,
+ *                            outside any sandbox); needs because="..."
  * Keys: exit (N, nonzero, any), timed_out, oom_killed, stdout_truncated,
  * stderr_truncated (true/false), signal (N or null), stdout, stderr (exact),
  * stdout_contains, stdout_lacks, stderr_contains, stderr_lacks (repeatable),
@@ -36,6 +38,8 @@
  * or mount of the rootfs is left; the CLI's peak RSS stays bounded. */
 #include "harness.h"
 
+#include "config.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +55,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -264,9 +269,39 @@ static const char *judged_memory_mech;
 /* limits.cpus of the run being judged, for the cpu-none qualifier. */
 static const char *judged_cpus_mech;
 
+/* Whether this kernel runs an i386 system call made with int 0x80 by a
+ * 64-bit process (getpid in a forked child, no filter). Without an i386
+ * entry (CONFIG_IA32_EMULATION off, ia32_emulation=0, some hypervisors)
+ * the trap faults instead. */
+static bool
+host_has_i386_entry (void)
+{
+#if defined(__x86_64__)
+  static int known = -1;
+  if (known >= 0)
+    return known;
+  pid_t pid = fork ();
+  cr_assert (pid >= 0, "fork: %s", strerror (errno));
+  if (pid == 0)
+    {
+      long r = 20; /* __NR_getpid of i386 */
+      __asm__ volatile("int $0x80" : "+a"(r) : : "memory");
+      _exit (r > 0 ? 0 : 1);
+    }
+  int status;
+  cr_assert (waitpid (pid, &status, 0) == pid);
+  known = WIFEXITED (status) && WEXITSTATUS (status) == 0;
+  return known;
+#else
+  return false;
+#endif
+}
+
 static bool
 qualifier_holds (const char *q, size_t len)
 {
+  if (len == 4 && strncmp (q, "i386", 4) == 0)
+    return host_has_i386_entry ();
   if (len == 6 && strncmp (q, "rlimit", 6) == 0)
     return judged_memory_mech && strcmp (judged_memory_mech, "rlimit") == 0;
   if (len == 6 && strncmp (q, "cgroup", 6) == 0)
@@ -960,7 +995,9 @@ check_host (const char *name, struct run_out *out, struct host *h, const char *t
   int left = wait_uid_processes_gone (sandbox_host_uid (), tag, 3000, desc, sizeof desc);
   RUN_ASSERT (out, left == 0, "%s: %d process(es) of the run (%s) outlived it: %s", name, left, tag,
               desc);
-  for (int tries = 0; tries < 150; tries++)
+  /* 3 s on the machine the bounds were tuned on, scaled. */
+  int tries_left = (int)harness_scaled (150);
+  for (int tries = 0; tries < tries_left; tries++)
     {
       left = count_orphans (sandbox_host_uid (), out->pid, since, until, desc, sizeof desc);
       if (left == 0)
@@ -1020,8 +1057,96 @@ sample_hwm (void *arg)
 
 /* One case. */
 
+/* Whether an expectation line accepts a run that the timeout ended: it
+ * expects the timeout (timed_out=true, exit 124) or any exit at all. */
+static bool
+expects_timeout (const char *expect_line)
+{
+  return strstr (expect_line, "timed_out=true") || strstr (expect_line, "exit=124")
+         || strstr (expect_line, "exit=any");
+}
+
+static bool
+run_timed_out (struct run_out *out, bool text_mode)
+{
+  if (text_mode)
+    return out->exit_status == 124;
+  return out->json && json_is_true (json_object_get (out->json, "timed_out"));
+}
+
+/* Multiplies the value of every `--timeout` among the case's own
+ * arguments by `factor`, in place. */
 static void
-run_case (const struct case_param *c)
+scale_timeouts (struct value *args, size_t nargs, double factor)
+{
+  for (size_t i = 0; i + 1 < nargs && strcmp (args[i].data, "--") != 0; i++)
+    {
+      if (strcmp (args[i].data, "--timeout") != 0)
+        continue;
+      uint64_t ms;
+      cr_assert (nsbox_parse_duration (args[i + 1].data, &ms) == 0, "bad --timeout '%s'",
+                 args[i + 1].data);
+      free (args[i + 1].data);
+      cr_assert (asprintf (&args[i + 1].data, "%.0fms", (double)ms * factor) > 0);
+      args[i + 1].len = strlen (args[i + 1].data);
+      i++;
+    }
+}
+
+static bool
+has_timeout_arg (const struct value *args, size_t nargs)
+{
+  for (size_t i = 0; i < nargs && strcmp (args[i].data, "--") != 0; i++)
+    if (strcmp (args[i].data, "--timeout") == 0)
+      return true;
+  return false;
+}
+
+/* nsbox's default timeout, for a case that sets none. */
+static uint64_t
+default_timeout_ms (void)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_config *config = nsbox_config_new (&err);
+  cr_assert_not_null (config, "%s", nsbox_error_message (err));
+  uint64_t ms = config->timeout_ms;
+  nsbox_config_free (config);
+  return ms;
+}
+
+/* The CLI's own memory: its sampled peak and wait4's view of it. */
+static void
+check_rss (const char *name, struct run_out *out, const struct sampler *sampler, long bound_kb)
+{
+  /* A run that ends before the sampler's first look (a loaded machine)
+   * leaves only the wait4 bound below. */
+  if (sampler->hwm_kb == 0)
+    cr_log_warn ("%s: nsbox ended before its RSS was sampled", name);
+  long max_rss_kb = bound_kb;
+#ifdef __SANITIZE_ADDRESS__
+  /* The CLI is built with ASan too: it pads every block and keeps freed
+   * ones in quarantine, so a grown buffer costs about twice as much. */
+  max_rss_kb *= 2;
+#endif
+  RUN_ASSERT (out, sampler->hwm_kb <= max_rss_kb,
+              "%s: nsbox's own peak RSS (VmHWM) %ld kB is beyond %ld kB", name, sampler->hwm_kb,
+              max_rss_kb);
+  /* wait4: nsbox or the largest process of the sandbox. */
+  json_t *peak = out->json ? json_object_get (out->json, "memory_peak_bytes") : NULL;
+  long sandbox_kb = json_is_integer (peak) ? (long)(json_integer_value (peak) / 1024) : 0;
+  RUN_ASSERT (out, out->peak_rss_kb <= max_rss_kb + sandbox_kb + 16 * 1024,
+              "%s: wait4 ru_maxrss of nsbox %ld kB is beyond its own bound %ld kB plus the "
+              "sandbox's peak %ld kB",
+              name, out->peak_rss_kb, max_rss_kb, sandbox_kb);
+}
+
+/* One attempt at a case, with its time bounds (its timeout, unless the
+ * timeout is the outcome it expects, and max_seconds) multiplied by
+ * `scale`. Returns false, having checked the host but not the expectation,
+ * when `may_retry` and a timeout the case does not expect ended the run:
+ * too slow to judge. */
+static bool
+run_attempt (const struct case_param *c, double scale, bool may_retry)
 {
   char name[160];
   snprintf (name, sizeof name, "%s/%s", c->group, c->name);
@@ -1030,6 +1155,9 @@ run_case (const struct case_param *c)
   struct header hd;
   parse_header (name, raw, len, &hd);
   free (raw);
+  /* Before the run no memory-mechanism qualifier holds: the plain or
+   * runtime-qualified line says whether the timeout is the outcome. */
+  bool timeout_is_outcome = expects_timeout (hd.expect_line);
 
   struct host *hp = &current_host;
   host_setup (hp);
@@ -1039,13 +1167,23 @@ run_case (const struct case_param *c)
   char tag[96];
   make_run_tag (tag, sizeof tag);
   struct value args[MAX_ARGS];
-  size_t nargs = hd.args_line ? split_words (hd.args_line, args, MAX_ARGS - 3) : 0;
+  size_t nargs = hd.args_line ? split_words (hd.args_line, args, MAX_ARGS - 5) : 0;
+  if (!timeout_is_outcome)
+    scale_timeouts (args, nargs, scale);
   const char *argv[MAX_ARGS + 1];
   size_t argc = 0;
-  /* The tag goes before the case's own arguments, which may end in
-   * "-- COMMAND...". */
+  /* The tag (and a scaled default timeout) go before the case's own
+   * arguments, which may end in "-- COMMAND...". */
   argv[argc++] = "--env";
   argv[argc++] = tag;
+  char default_timeout[32];
+  if (!timeout_is_outcome && !has_timeout_arg (args, nargs))
+    {
+      snprintf (default_timeout, sizeof default_timeout, "%.0fms",
+                (double)default_timeout_ms () * scale);
+      argv[argc++] = "--timeout";
+      argv[argc++] = default_timeout;
+    }
   for (size_t i = 0; i < nargs; i++)
     argv[argc++] = args[i].data;
   argv[argc] = NULL;
@@ -1076,50 +1214,66 @@ run_case (const struct case_param *c)
   parse_header (name, raw_again, raw_len, &hd);
   free (raw_again);
   judged_memory_mech = judged_cpus_mech = NULL;
-  struct value kv[MAX_EXPECT];
-  size_t nkv = split_words (hd.expect_line, kv, MAX_EXPECT);
-  struct limits_seen lim = { DEFAULT_MAX_SECONDS, 0,
-                             harness_is_runsc () ? DEFAULT_MAX_RSS_KB_RUNSC : DEFAULT_MAX_RSS_KB };
-  RUN_ASSERT (&out, out.exit_status != 125 || strstr (hd.expect_line, "exit=125"),
-              "%s: nsbox could not run the case (%s)", name, hd.what);
-  if (!hd.text_mode)
-    RUN_ASSERT (&out, out.json != NULL || out.exit_status == 125,
-                "%s: the CLI printed no parsable JSON result", name);
-  check_expectation (name, &out, hd.text_mode, kv, nkv, &lim);
-  RUN_ASSERT (&out, out.seconds <= lim.max_seconds, "%s: took %.2f s, more than %.1f s", name,
-              out.seconds, lim.max_seconds);
-  RUN_ASSERT (&out, out.seconds >= lim.min_seconds, "%s: took %.2f s, less than %.1f s", name,
-              out.seconds, lim.min_seconds);
-  /* A run that ends before the sampler's first look (a loaded machine)
-   * leaves only the wait4 bound below. */
-  if (sampler.hwm_kb == 0)
-    cr_log_warn ("%s: nsbox ended before its RSS was sampled", name);
-  long max_rss_kb = lim.max_rss_kb;
-#ifdef __SANITIZE_ADDRESS__
-  /* The CLI is built with ASan too: it pads every block and keeps freed
-   * ones in quarantine, so a grown buffer costs about twice as much. */
-  max_rss_kb *= 2;
-#endif
-  RUN_ASSERT (&out, sampler.hwm_kb <= max_rss_kb,
-              "%s: nsbox's own peak RSS (VmHWM) %ld kB is beyond %ld kB", name, sampler.hwm_kb,
-              max_rss_kb);
-  /* wait4: nsbox or the largest process of the sandbox. */
-  json_t *peak = out.json ? json_object_get (out.json, "memory_peak_bytes") : NULL;
-  long sandbox_kb = json_is_integer (peak) ? (long)(json_integer_value (peak) / 1024) : 0;
-  RUN_ASSERT (&out, out.peak_rss_kb <= max_rss_kb + sandbox_kb + 16 * 1024,
-              "%s: wait4 ru_maxrss of nsbox %ld kB is beyond its own bound %ld kB plus the "
-              "sandbox's peak %ld kB",
-              name, out.peak_rss_kb, max_rss_kb, sandbox_kb);
+
+  bool judged = !run_timed_out (&out, hd.text_mode) || expects_timeout (hd.expect_line);
+  if (!judged)
+    {
+      RUN_ASSERT (&out, may_retry,
+                  "%s: too slow to judge: the timeout ended it on both tries (the second after "
+                  "%.2f s, with its time bounds scaled by %.2f)",
+                  name, out.seconds, scale);
+      cr_log_warn ("%s: too slow to judge: the timeout ended it after %.2f s (time bounds scaled "
+                   "by %.2f); once more with twice the time",
+                   name, out.seconds, scale);
+    }
+  else
+    {
+      struct value kv[MAX_EXPECT];
+      size_t nkv = split_words (hd.expect_line, kv, MAX_EXPECT);
+      struct limits_seen lim
+          = { DEFAULT_MAX_SECONDS, 0,
+              harness_is_runsc () ? DEFAULT_MAX_RSS_KB_RUNSC : DEFAULT_MAX_RSS_KB };
+      RUN_ASSERT (&out, out.exit_status != 125 || strstr (hd.expect_line, "exit=125"),
+                  "%s: nsbox could not run the case (%s)", name, hd.what);
+      if (!hd.text_mode)
+        RUN_ASSERT (&out, out.json != NULL || out.exit_status == 125,
+                    "%s: the CLI printed no parsable JSON result", name);
+      check_expectation (name, &out, hd.text_mode, kv, nkv, &lim);
+      /* max_seconds bounds time, not containment: scaled by the machine's
+       * measured speed. min_seconds is what a timeout guarantees: never
+       * scaled. */
+      double max_seconds = lim.max_seconds * scale;
+      RUN_ASSERT (&out, out.seconds <= max_seconds,
+                  "%s: took %.2f s, more than %.1f s (%.1f s scaled by %.2f)", name, out.seconds,
+                  max_seconds, lim.max_seconds, scale);
+      RUN_ASSERT (&out, out.seconds >= lim.min_seconds, "%s: took %.2f s, less than %.1f s", name,
+                  out.seconds, lim.min_seconds);
+      check_rss (name, &out, &sampler, lim.max_rss_kb);
+      for (size_t i = 0; i < nkv; i++)
+        free (kv[i].data);
+    }
+  /* Whatever the verdict, what the sandbox did must have stayed inside. */
   check_host (name, &out, hp, tag, since, until);
 
-  for (size_t i = 0; i < nkv; i++)
-    free (kv[i].data);
   for (size_t i = 0; i < nargs; i++)
     free (args[i].data);
   run_out_free (&out);
   free (code);
   host_teardown (hp);
   header_free (&hd);
+  return judged;
+}
+
+/* Every case runs with its time bounds scaled by the pass's measured speed
+ * (harness_time_scale). A run that a timeout ended although the case does
+ * not expect one is too slow to judge: the log says so and the case runs
+ * once more with twice the time; ended by the timeout again, it fails. */
+static void
+run_case (const struct case_param *c)
+{
+  double scale = harness_time_scale ();
+  if (!run_attempt (c, scale, true))
+    run_attempt (c, 2 * scale, false);
 }
 
 ParameterizedTestParameters (hostile, corpus)
@@ -1129,7 +1283,9 @@ ParameterizedTestParameters (hostile, corpus)
   return cr_make_param_array (struct case_param, params, n, free_params);
 }
 
-ParameterizedTest (struct case_param *c, hostile, corpus, .timeout = 180, .fini = teardown_current)
+/* Hang guard only: a case's own bounds are its timeout and max_seconds,
+ * scaled by the machine's speed (up to 10), tried at most twice. */
+ParameterizedTest (struct case_param *c, hostile, corpus, .timeout = 900, .fini = teardown_current)
 {
   cr_log_info ("case %s/%s", c->group, c->name);
   run_case (c);
