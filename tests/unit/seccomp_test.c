@@ -11,6 +11,8 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/netlink.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include "seccomp.h"
+#include "util.h"
 
 #if defined(__x86_64__)
 #define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
@@ -851,21 +854,109 @@ Test (seccomp, clone_decision_depends_only_on_namespace_flags, .timeout = 10)
     }
 }
 
-Test (seccomp, socket_decision_matches_the_family_allowlist, .timeout = 10)
+/* What the default policy means for socket(family, _, protocol): the
+ * family on all 64 bits, the protocol on the 32 bits the kernel reads. */
+static uint32_t
+expected_socket (uint64_t family, uint64_t protocol)
+{
+  uint32_t proto = (uint32_t)protocol;
+  if (family == AF_UNIX)
+    return RET_ALLOW;
+  if (family == AF_INET || family == AF_INET6)
+    return proto == IPPROTO_IP || proto == IPPROTO_ICMP || proto == IPPROTO_TCP
+                   || proto == IPPROTO_UDP || proto == IPPROTO_ICMPV6
+               ? RET_ALLOW
+               : RET_ERRNO (EPROTONOSUPPORT);
+  if (family == AF_NETLINK && proto == NETLINK_ROUTE)
+    return RET_ALLOW;
+  return RET_ERRNO (EAFNOSUPPORT);
+}
+
+Test (seccomp, socket_decision_matches_the_family_and_protocol_allowlists, .timeout = 10)
 {
   const struct nsbox_bpf *bpf = default_bpf ();
+  static const uint64_t families[] = { AF_NETLINK, AF_INET, AF_INET6, AF_UNIX };
+  static const uint64_t protocols[]
+      = { IPPROTO_IP,   IPPROTO_ICMP, IPPROTO_TCP,     IPPROTO_UDP,        IPPROTO_ICMPV6,
+          IPPROTO_SCTP, IPPROTO_RAW,  262 /* MPTCP */, 136 /* UDP-Lite */, 115 /* L2TP */ };
   uint64_t state = 7;
-  for (size_t i = 0; i < 40000; i++)
+  for (size_t i = 0; i < 60000; i++)
     {
       uint64_t family = sample_value (&state, i);
       uint64_t protocol = sample_value (&state, i / 3 + 1);
-      if (i % 5 == 0)
-        family = AF_NETLINK;
-      bool allowed = family == AF_UNIX || family == AF_INET || family == AF_INET6
-                     || (family == AF_NETLINK && protocol == NETLINK_ROUTE);
+      if (i % 7 < 4)
+        family = families[i % 7];
+      if (i % 3 == 0)
+        protocol = protocols[(i / 3) % 10] | (i % 2 ? random_u64 (&state) << 32 : 0);
       uint32_t got = DECIDE (bpf, SYS_socket, family, random_u64 (&state), protocol, 0, 0, 0);
-      cr_assert_eq (got, allowed ? RET_ALLOW : RET_ERRNO (EAFNOSUPPORT),
+      cr_assert_eq (got, expected_socket (family, protocol),
                     "socket(%#" PRIx64 ", _, %#" PRIx64 ")", family, protocol);
+    }
+}
+
+Test (seccomp, socketpair_is_allowed_for_af_unix_only, .timeout = 10)
+{
+  const struct nsbox_bpf *bpf = default_bpf ();
+  uint64_t state = 11;
+  for (size_t i = 0; i < 20000; i++)
+    {
+      uint64_t family = i % 5 == 0 ? AF_UNIX : sample_value (&state, i);
+      uint32_t got = DECIDE (bpf, SYS_socketpair, family, random_u64 (&state), 0, 0, 0, 0);
+      cr_assert_eq (got, family == AF_UNIX ? RET_ALLOW : RET_ERRNO (EAFNOSUPPORT),
+                    "socketpair(%#" PRIx64 ")", family);
+    }
+}
+
+/* Socket options: the listed attack surface gets ENOPROTOOPT, the allowed
+ * ones pass, anything else (other options, other levels, stray high bits)
+ * the default ENOSYS; the same for getsockopt. */
+Test (seccomp, socket_options_are_decided_by_level_and_name, .timeout = 10)
+{
+  const struct nsbox_bpf *bpf = default_bpf ();
+  static const uint64_t refused[][2] = {
+    { SOL_TCP, TCP_ULP },
+    { SOL_TCP, TCP_REPAIR },
+    { SOL_TCP, TCP_MD5SIG },
+    { SOL_TCP, TCP_FASTOPEN_KEY },
+    { SOL_TCP, TCP_ZEROCOPY_RECEIVE },
+    { SOL_SOCKET, SO_ATTACH_FILTER },
+    { SOL_SOCKET, SO_ATTACH_BPF },
+    { SOL_SOCKET, SO_PEEK_OFF },
+    { SOL_SOCKET, SO_ZEROCOPY },
+    { SOL_IP, IP_XFRM_POLICY },
+    { SOL_IPV6, IPV6_ADDRFORM },
+    { SOL_IPV6, IPV6_XFRM_POLICY },
+  };
+  static const uint64_t allowed[][2] = {
+    { SOL_SOCKET, SO_REUSEADDR }, { SOL_SOCKET, SO_KEEPALIVE }, { SOL_SOCKET, SO_ERROR },
+    { SOL_TCP, TCP_NODELAY },     { SOL_TCP, TCP_INFO },        { SOL_IP, IP_RECVERR },
+    { SOL_IPV6, IPV6_V6ONLY },    { SOL_IPV6, IPV6_RECVERR },
+  };
+  static const uint64_t other[][2] = {
+    { SOL_IP, IP_ADD_MEMBERSHIP },
+    { SOL_IP, 64 /* IPT_SO_SET_REPLACE */ },
+    { 282 /* SOL_TLS */, 1 },
+    { 263 /* SOL_PACKET */, 5 },
+    { SOL_SOCKET, SO_BINDTODEVICE },
+    { SOL_TCP | (UINT64_C (1) << 32), TCP_NODELAY },
+    { SOL_TCP, TCP_NODELAY | (UINT64_C (1) << 32) },
+    { IPPROTO_UDP /* SOL_UDP */, 100 /* UDP_ENCAP */ },
+  };
+  static const long calls[] = { SYS_setsockopt, SYS_getsockopt };
+  for (size_t c = 0; c < 2; c++)
+    {
+      for (size_t i = 0; i < ARRAY_SIZE (refused); i++)
+        cr_expect_eq (DECIDE (bpf, calls[c], 3, refused[i][0], refused[i][1], 0, 4, 0),
+                      RET_ERRNO (ENOPROTOOPT), "%ld: level %" PRIu64 " option %" PRIu64, calls[c],
+                      refused[i][0], refused[i][1]);
+      for (size_t i = 0; i < ARRAY_SIZE (allowed); i++)
+        cr_expect_eq (DECIDE (bpf, calls[c], 3, allowed[i][0], allowed[i][1], 0, 4, 0), RET_ALLOW,
+                      "%ld: level %" PRIu64 " option %" PRIu64, calls[c], allowed[i][0],
+                      allowed[i][1]);
+      for (size_t i = 0; i < ARRAY_SIZE (other); i++)
+        cr_expect_eq (DECIDE (bpf, calls[c], 3, other[i][0], other[i][1], 0, 4, 0),
+                      RET_ERRNO (ENOSYS), "%ld: level %#" PRIx64 " option %#" PRIx64, calls[c],
+                      other[i][0], other[i][1]);
     }
 }
 
@@ -1095,6 +1186,23 @@ Test (seccomp, socket_vsock_alg_and_netfilter_get_eafnosupport, .timeout = 20)
   cr_expect_eq (FILTERED (SYS_socket, AF_VSOCK, SOCK_STREAM, 0), EAFNOSUPPORT);
   cr_expect_eq (FILTERED (SYS_socket, AF_ALG, SOCK_SEQPACKET, 0), EAFNOSUPPORT);
   cr_expect_eq (FILTERED (SYS_socket, AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER), EAFNOSUPPORT);
+}
+
+/* The kernel answers socketpair(AF_INET) with EOPNOTSUPP, creates raw
+ * sockets for root (and refuses them with EPERM otherwise), and checks the
+ * fd of setsockopt first (EBADF): these answers can only be the filter's. */
+Test (seccomp, filter_answers_socketpair_protocols_and_options_first, .timeout = 20)
+{
+  EXPECT_FILTER_DECIDES (EAFNOSUPPORT, SYS_socketpair, AF_INET, SOCK_STREAM, 0, 0);
+  EXPECT_FILTER_DECIDES (EAFNOSUPPORT, SYS_socketpair, AF_NETLINK, SOCK_RAW, 0, 0);
+  EXPECT_FILTER_DECIDES (EPROTONOSUPPORT, SYS_socket, AF_INET, SOCK_RAW, IPPROTO_SCTP);
+  EXPECT_FILTER_DECIDES (EPROTONOSUPPORT, SYS_socket, AF_INET6, SOCK_RAW, 115 /* L2TP */);
+  EXPECT_FILTER_DECIDES (ENOPROTOOPT, SYS_setsockopt, -1, SOL_TCP, TCP_ULP, 0, 0);
+  EXPECT_FILTER_DECIDES (ENOPROTOOPT, SYS_getsockopt, -1, SOL_TCP, TCP_ZEROCOPY_RECEIVE, 0, 0);
+  EXPECT_FILTER_DECIDES (ENOPROTOOPT, SYS_setsockopt, -1, SOL_SOCKET, SO_ATTACH_FILTER, 0, 0);
+  /* Allowed ones reach the kernel, which looks at the fd. */
+  cr_expect_eq (FILTERED (SYS_setsockopt, -1, SOL_TCP, TCP_NODELAY, 0, 0), EBADF);
+  cr_expect_eq (FILTERED (SYS_socketpair, AF_UNIX, SOCK_STREAM, 0, 0), EFAULT);
 }
 
 Test (seccomp, socket_inet_unix_and_netlink_route_work, .timeout = 20)

@@ -4,8 +4,10 @@
 for fam in (38, 40, 17, 15, 29, 30, 21, 31, 44, 3, 4, 5, 9, 36, 42):  # ALG VSOCK PACKET KEY CAN TIPC RDS BLUETOOTH XDP AX25 IPX APPLETALK X25 IEEE802154 QIPCRTR
     blocked("socket", "EAFNOSUPPORT", fam, 1, 0)
     blocked("socket", "EAFNOSUPPORT", fam | (1 << 32), 1, 0)
-# netlink: only NETLINK_ROUTE; not netfilter, uevents, audit, xfrm, generic; not with high bits
-for proto in (12, 15, 9, 6, 16, 4, 0 | (1 << 32)):
+# netlink: only NETLINK_ROUTE; not netfilter, uevents, audit, xfrm, generic.
+# The kernel reads the protocol as int and so does the filter: high bits
+# cannot turn a refused protocol into an allowed one.
+for proto in (12, 15, 9, 6, 16, 4, 12 | (1 << 32)):
     blocked("socket", "EAFNOSUPPORT", 16, 3, proto)
 # the same families through Python's socket module
 import socket

@@ -8,7 +8,7 @@ _libc.syscall.restype = ctypes.c_long
 BAD = 1        # an address that is never mapped: EFAULT when dereferenced
 BADFD = -1     # EBADF
 NR = dict(
-    read=0, ioctl=16, socket=41, clone=56, fork=57, kill=62, ptrace=101, syslog=103,
+    read=0, ioctl=16, socket=41, socketpair=53, setsockopt=54, getsockopt=55, clone=56, fork=57, kill=62, ptrace=101, syslog=103,
     personality=135, ustat=136, sysfs=139, modify_ldt=154, pivot_root=155, _sysctl=156,
     prctl=157, adjtimex=159, chroot=161, acct=163, settimeofday=164, mount=165,
     umount2=166, swapon=167, swapoff=168, reboot=169, sethostname=170, setdomainname=171,
