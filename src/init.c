@@ -498,6 +498,7 @@ static const char *const step_names[NSBOX_STEP_COUNT_] = {
   [NSBOX_STEP_SECCOMP] = "install seccomp filter",
   [NSBOX_STEP_EXEC] = "execute",
   [NSBOX_STEP_WAIT] = "wait for the program",
+  [NSBOX_STEP_READ_FILTER] = "read seccomp filter",
 };
 
 const char *

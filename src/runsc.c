@@ -62,6 +62,14 @@
 #define SANDBOX_HELPER_DIR "/mnt"
 #define SANDBOX_EXEC "/mnt/.nsbox-exec"
 #define SANDBOX_FILTER "/mnt/.nsbox-filter"
+/* The helper's report file (src/report.h records), bound read-write over an
+ * empty file of the helper's directory: a host file of the launcher's, which
+ * inside gVisor belongs to uid 0 with mode 0600, so the program, never uid
+ * 0, cannot open it. */
+#define SANDBOX_REPORT "/mnt/.nsbox-report"
+/* Capabilities the helper starts with, to open the report file and become
+ * the sandbox user; it gives them up before the program runs. */
+static const char *const helper_caps[] = { "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP" };
 
 /* src/helper/runsc-exec.c, embedded by src/runsc_exec_blob.S. */
 extern const unsigned char nsbox_runsc_exec[] __attribute__ ((visibility ("hidden")));
@@ -80,6 +88,9 @@ enum
   R_PIPES_,
 };
 
+/* The index of "--root=STATE" in runsc_job.argv (build_argv). */
+#define ARGV_ROOT 4
+
 /* Everything the init child needs, prepared before clone. */
 struct runsc_job
 {
@@ -88,6 +99,7 @@ struct runsc_job
   char *bundle;  /* workdir/bundle */
   char *state;   /* workdir/state: runsc --root */
   char *log;     /* workdir/runsc.log: runsc's error log (JSON lines) */
+  char *report;  /* workdir/report: the helper's records (src/report.h) */
   char id[64];
   const char *argv[16];
   const char *envp[4];
@@ -236,27 +248,24 @@ find_runsc (char **out, struct nsbox_error **err)
 static const char *
 rlimit_name (int resource)
 {
-  switch (resource)
-    {
-    case RLIMIT_CORE:
-      return "RLIMIT_CORE";
-    case RLIMIT_AS:
-      return "RLIMIT_AS";
-    case RLIMIT_NPROC:
-      return "RLIMIT_NPROC";
-    case RLIMIT_FSIZE:
-      return "RLIMIT_FSIZE";
-    case RLIMIT_NOFILE:
-      return "RLIMIT_NOFILE";
-    case RLIMIT_DATA:
-      return "RLIMIT_DATA";
-    case RLIMIT_STACK:
-      return "RLIMIT_STACK";
-    case RLIMIT_CPU:
-      return "RLIMIT_CPU";
-    default:
-      return NULL;
-    }
+  static const struct
+  {
+    int resource;
+    const char *name;
+  } names[] = {
+    { RLIMIT_CPU, "RLIMIT_CPU" },           { RLIMIT_FSIZE, "RLIMIT_FSIZE" },
+    { RLIMIT_DATA, "RLIMIT_DATA" },         { RLIMIT_STACK, "RLIMIT_STACK" },
+    { RLIMIT_CORE, "RLIMIT_CORE" },         { RLIMIT_RSS, "RLIMIT_RSS" },
+    { RLIMIT_NPROC, "RLIMIT_NPROC" },       { RLIMIT_NOFILE, "RLIMIT_NOFILE" },
+    { RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK" },   { RLIMIT_AS, "RLIMIT_AS" },
+    { RLIMIT_LOCKS, "RLIMIT_LOCKS" },       { RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING" },
+    { RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE" }, { RLIMIT_NICE, "RLIMIT_NICE" },
+    { RLIMIT_RTPRIO, "RLIMIT_RTPRIO" },     { RLIMIT_RTTIME, "RLIMIT_RTTIME" },
+  };
+  for (size_t i = 0; i < ARRAY_SIZE (names); i++)
+    if (names[i].resource == resource)
+      return names[i].name;
+  return NULL;
 }
 
 static int
@@ -265,7 +274,7 @@ add (json_t *array, json_t *item)
   return item ? json_array_append_new (array, item) : -1;
 }
 
-/* process.rlimits: the plan's (RLIMIT_CORE 0, and the fallback rlimits),
+/* process.rlimits: the plan's (every limit, as natively),
  * with RLIMIT_NPROC = pids-limit always: gVisor enforces it for the one
  * user of the sandbox, and the host cgroup cannot count gVisor's tasks. */
 static json_t *
@@ -277,7 +286,10 @@ build_rlimits (const struct nsbox_plan *plan, const struct nsbox_config *c)
   for (int i = 0; i < plan->nrlimits; i++)
     {
       const char *name = rlimit_name (plan->rlimit_resources[i]);
-      if (!name || plan->rlimit_resources[i] == RLIMIT_NPROC)
+      /* JSON has no unsigned 64-bit integers: an unlimited limit is left to
+       * gVisor, whose own default for those is unlimited too. */
+      if (!name || plan->rlimit_resources[i] == RLIMIT_NPROC
+          || plan->rlimits[i].rlim_max == RLIM_INFINITY)
         continue;
       if (add (a, json_pack ("{s:s, s:I, s:I}", "type", name, "hard",
                              (json_int_t)plan->rlimits[i].rlim_max, "soft",
@@ -296,25 +308,50 @@ fail:
 }
 
 static json_t *
+string_array (const char *const *strings, size_t n)
+{
+  json_t *a = json_array ();
+  for (size_t i = 0; a && i < n; i++)
+    if (add (a, json_string (strings[i])) < 0)
+      {
+        json_decref (a);
+        return NULL;
+      }
+  return a;
+}
+
+/* The helper runs as uid 0 of the sandbox with helper_caps (and
+ * no_new_privs); it makes the program's process the configured user with
+ * no capabilities. argv: the helper's FILTER REPORT UID GID, then the
+ * command. */
+static json_t *
 build_process (const struct nsbox_plan *plan, const struct nsbox_config *c)
 {
   json_t *args = json_array (), *env = json_array ();
-  json_t *caps = json_pack ("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
-                            "inheritable", "permitted", "ambient");
+  json_t *caps
+      = json_pack ("{s:o, s:o, s:[], s:o, s:[]}", "bounding",
+                   string_array (helper_caps, ARRAY_SIZE (helper_caps)), "effective",
+                   string_array (helper_caps, ARRAY_SIZE (helper_caps)), "inheritable", "permitted",
+                   string_array (helper_caps, ARRAY_SIZE (helper_caps)), "ambient");
   json_t *rlimits = build_rlimits (plan, c);
+  char uid[16], gid[16];
+  snprintf (uid, sizeof uid, "%u", (unsigned)c->uid);
+  snprintf (gid, sizeof gid, "%u", (unsigned)c->gid);
   if (!args || !env || !caps || !rlimits)
     goto fail;
-  if (add (args, json_string (SANDBOX_EXEC)) < 0 || add (args, json_string (SANDBOX_FILTER)) < 0)
-    goto fail;
+  const char *const head[] = { SANDBOX_EXEC, SANDBOX_FILTER, SANDBOX_REPORT, uid, gid };
+  for (size_t i = 0; i < ARRAY_SIZE (head); i++)
+    if (add (args, json_string (head[i])) < 0)
+      goto fail;
   for (char *const *a = plan->argv; *a; a++)
     if (add (args, json_string (*a)) < 0)
       goto fail;
   for (char *const *e = plan->envp; *e; e++)
     if (add (env, json_string (*e)) < 0)
       goto fail;
-  return json_pack ("{s:b, s:{s:I, s:I}, s:o, s:o, s:s, s:o, s:b, s:o}", "terminal", 0, "user",
-                    "uid", (json_int_t)c->uid, "gid", (json_int_t)c->gid, "args", args, "env", env,
-                    "cwd", "/", "capabilities", caps, "noNewPrivileges", 1, "rlimits", rlimits);
+  return json_pack ("{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:b, s:o}", "terminal", 0, "user",
+                    "uid", 0, "gid", 0, "args", args, "env", env, "cwd", "/", "capabilities", caps,
+                    "noNewPrivileges", 1, "rlimits", rlimits);
 fail:
   json_decref (args);
   json_decref (env);
@@ -348,14 +385,16 @@ build_mounts (const struct runsc_job *job, const struct nsbox_plan *plan,
       " {s:s, s:s, s:s, s:[s,s,s,s]},"
       " {s:s, s:s, s:s, s:[s,s,s,s,s]},"
       " {s:s, s:s, s:s, s:[s,s,s,s]},"
-      " {s:s, s:s, s:s, s:[s,s,s,s]}]",
+      " {s:s, s:s, s:s, s:[s,s,s,s]},"
+      " {s:s, s:s, s:s, s:[s,s,s,s,s]}]",
       "destination", "/proc", "type", "proc", "source", "proc", "options", "nosuid", "noexec",
       "nodev", "destination", "/dev", "type", "tmpfs", "source", "tmpfs", "options", "nosuid",
       "noexec", "mode=755", "size=65536k", "destination", "/dev/shm", "type", "tmpfs", "source",
       "shm", "options", "nosuid", "nodev", "noexec", "mode=1777", tmp_size, "destination", "/tmp",
       "type", "tmpfs", "source", "tmpfs", "options", "nosuid", "nodev", "mode=1777", tmp_size,
       "destination", SANDBOX_HELPER_DIR, "type", "bind", "source", helper_src, "options", "ro",
-      "bind", "nodev", "nosuid");
+      "bind", "nodev", "nosuid", "destination", SANDBOX_REPORT, "type", "bind", "source",
+      job->report, "options", "rw", "bind", "nodev", "nosuid", "noexec");
   if (mounts && rootfs_has_dir (plan, "/sys")
       && add (mounts, json_pack ("{s:s, s:s, s:s, s:[s,s,s,s,s]}", "destination", "/sys", "type",
                                  "tmpfs", "source", "none", "options", "ro", "nosuid", "nodev",
@@ -384,6 +423,38 @@ build_linux (const struct nsbox_config *c)
 }
 
 static int
+give_to_gvisor (const struct runsc_job *job, int fd, mode_t mode, const char *path,
+                struct nsbox_error **err)
+{
+  if (job->root && fchown (fd, 0, RUNSC_ROOT_HOST_ID) < 0)
+    return nsbox_error_sys (err, errno, "chown '%s'", path);
+  /* Unprivileged, the group bits would reach the caller's group. */
+  if (fchmod (fd, job->root ? mode : mode & 0700) < 0)
+    return nsbox_error_sys (err, errno, "chmod '%s'", path);
+  return 0;
+}
+
+static int
+make_gvisor_dir (const struct runsc_job *job, const char *path, struct nsbox_error **err)
+{
+  if (mkdir (path, 0700) < 0)
+    return nsbox_error_sys (err, errno, "create '%s'", path);
+  cleanup_close int fd = open (path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "open '%s'", path);
+  return give_to_gvisor (job, fd, 0750, path, err);
+}
+
+/* Files and directories gVisor writes: its own. */
+static int
+own_by_gvisor (const struct runsc_job *job, int fd, const char *path, struct nsbox_error **err)
+{
+  if (job->root && fchown (fd, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
+    return nsbox_error_sys (err, errno, "chown '%s'", path);
+  return 0;
+}
+
+static int
 write_config (const struct runsc_job *job, const struct nsbox_plan *plan,
               const struct nsbox_config *c, struct nsbox_error **err)
 {
@@ -404,10 +475,14 @@ write_config (const struct runsc_job *job, const struct nsbox_plan *plan,
     return nsbox_error_set (err, ENOMEM, "out of memory");
   char path[4096];
   snprintf (path, sizeof path, "%s/config.json", job->bundle);
-  cleanup_close int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  /* argv and the environment (--env values) are in it: readable by gVisor
+   * only (see make_workdir). */
+  cleanup_close int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   int r = 0;
   if (fd < 0)
     r = nsbox_error_sys (err, errno, "create '%s'", path);
+  else if ((r = give_to_gvisor (job, fd, 0640, path, err)) < 0)
+    ;
   else if (json_dumpfd (spec, fd, JSON_COMPACT) < 0)
     r = nsbox_error_sys (err, errno ? errno : EIO, "write '%s'", path);
   json_decref (spec);
@@ -435,9 +510,7 @@ write_bundle_file (const struct runsc_job *job, const char *name, const void *da
       p += n;
       len -= (size_t)n;
     }
-  if (fchmod (fd, mode) < 0)
-    return nsbox_error_sys (err, errno, "chmod '%s'", path);
-  return 0;
+  return give_to_gvisor (job, fd, mode, path, err);
 }
 
 /* The helper and the run's filter: the same BPF the native runtime
@@ -454,14 +527,18 @@ write_helper (const struct runsc_job *job, const struct nsbox_plan *plan, struct
                             plan->rootfs, SANDBOX_HELPER_DIR);
   char dir[4096];
   snprintf (dir, sizeof dir, "%s/helper", job->bundle);
-  if (mkdir (dir, 0755) < 0)
-    return nsbox_error_sys (err, errno, "create '%s'", dir);
-  int r = write_bundle_file (job, ".nsbox-exec", nsbox_runsc_exec, (size_t)nsbox_runsc_exec_len,
-                             0755, err);
+  int r = make_gvisor_dir (job, dir, err);
   if (r < 0)
     return r;
-  return write_bundle_file (job, ".nsbox-filter", plan->bpf.insns,
-                            (size_t)plan->bpf.len * sizeof plan->bpf.insns[0], 0644, err);
+  r = write_bundle_file (job, ".nsbox-exec", nsbox_runsc_exec, (size_t)nsbox_runsc_exec_len, 0750,
+                         err);
+  if (r < 0
+      || (r = write_bundle_file (job, ".nsbox-filter", plan->bpf.insns,
+                                 (size_t)plan->bpf.len * sizeof plan->bpf.insns[0], 0640, err))
+             < 0)
+    return r;
+  /* The mount point of the report file. */
+  return write_bundle_file (job, ".nsbox-report", "", 0, 0640, err);
 }
 
 /* Removes everything below the directory `fd` (closed here) without ever
@@ -511,6 +588,7 @@ job_release (struct runsc_job *job)
   free (job->bundle);
   free (job->state);
   free (job->log);
+  free (job->report);
   for (size_t i = 0; i < job->n_owned; i++)
     free (job->owned[i]);
   for (int i = 0; i < 2 * R_PIPES_; i++)
@@ -548,11 +626,13 @@ sweep_stale (const char *base)
 }
 
 /* Layout, when nsbox is root (gVisor runs as host uid 65534):
- *   nsbox-runsc-PID-XXXXXX/  root 0711: nobody can replace what is below
- *     bundle/                root 0755: config.json and the helper, read-only
- *                            for gVisor
+ *   nsbox-runsc-PID-XXXXXX/  root:65534 0750: only gVisor and root get in
+ *     bundle/                root:65534 0750: config.json (argv, the
+ *                            environment) 0640, the helper's directory: read
+ *                            by gVisor, changed by nobody else
+ *     report                 65534 0600: the helper's records
  *     state/ log/            65534 0700: runsc --root, runsc --log
- * For an unprivileged launcher everything is its own. */
+ * For an unprivileged launcher everything is its own, 0700 and 0600. */
 static int
 make_workdir (struct runsc_job *job, struct nsbox_error **err)
 {
@@ -580,21 +660,34 @@ make_workdir (struct runsc_job *job, struct nsbox_error **err)
   snprintf (logdir, sizeof logdir, "%s/log", job->workdir);
   if (asprintf (&job->bundle, "%s/bundle", job->workdir) < 0
       || asprintf (&job->state, "%s/state", job->workdir) < 0
-      || asprintf (&job->log, "%s/runsc.log", logdir) < 0)
+      || asprintf (&job->log, "%s/runsc.log", logdir) < 0
+      || asprintf (&job->report, "%s/report", job->workdir) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  if (job->root && chmod (job->workdir, 0711) < 0)
-    return nsbox_error_sys (err, errno, "chmod '%s'", job->workdir);
-  if (mkdir (job->bundle, 0755) < 0)
-    return nsbox_error_sys (err, errno, "create '%s'", job->bundle);
+  cleanup_close int workdir_fd
+      = open (job->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int r;
+  if (workdir_fd < 0)
+    return nsbox_error_sys (err, errno, "open '%s'", job->workdir);
+  if ((r = give_to_gvisor (job, workdir_fd, 0750, job->workdir, err)) < 0
+      || (r = make_gvisor_dir (job, job->bundle, err)) < 0)
+    return r;
   const char *const owned_by_gvisor[] = { job->state, logdir };
   for (size_t i = 0; i < ARRAY_SIZE (owned_by_gvisor); i++)
     {
       if (mkdir (owned_by_gvisor[i], 0700) < 0)
         return nsbox_error_sys (err, errno, "create '%s'", owned_by_gvisor[i]);
-      if (job->root && chown (owned_by_gvisor[i], RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0)
-        return nsbox_error_sys (err, errno, "chown '%s'", owned_by_gvisor[i]);
+      cleanup_close int fd
+          = open (owned_by_gvisor[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0)
+        return nsbox_error_sys (err, errno, "open '%s'", owned_by_gvisor[i]);
+      if ((r = own_by_gvisor (job, fd, owned_by_gvisor[i], err)) < 0)
+        return r;
     }
-  return 0;
+  cleanup_close int report_fd
+      = open (job->report, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (report_fd < 0)
+    return nsbox_error_sys (err, errno, "create '%s'", job->report);
+  return own_by_gvisor (job, report_fd, job->report, err);
 }
 
 static int
@@ -616,6 +709,7 @@ build_argv (struct runsc_job *job, struct nsbox_error **err)
   if (own (job, tmpdir) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
   size_t argc = 0;
+  /* --root=STATE is argv[ARGV_ROOT]: force_delete passes it on. */
   const char *const head[]
       = { "runsc", "--rootless", "--network=none", "--ignore-cgroups", root_flag, log_flag };
   for (size_t i = 0; i < ARRAY_SIZE (head); i++)
@@ -769,7 +863,7 @@ force_delete (const struct runsc_job *job)
               || setresuid (RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID, RUNSC_ROOT_HOST_ID) < 0))
         _exit (127);
       const char *const argv[]
-          = { "runsc", "--rootless", "--ignore-cgroups", job->argv[4], "delete", "--force",
+          = { "runsc", "--rootless", "--ignore-cgroups", job->argv[ARGV_ROOT], "delete", "--force",
               job->id, NULL };
       execve (job->runsc, (char *const *)argv, (char *const *)job->envp);
       _exit (127);
@@ -798,9 +892,37 @@ close_child_ends (struct runsc_job *job)
       close (TAKE_FD (job->fds[ends[i]]));
 }
 
+/* The helper's records (src/report.h): "started" once it holds the file,
+ * then at most one failed setup step. */
+struct helper_report
+{
+  bool started;
+  struct nsbox_report error;
+};
+
+static void
+read_helper_report (const struct runsc_job *job, struct helper_report *out)
+{
+  memset (out, 0, sizeof *out);
+  cleanup_close int fd = open (job->report, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct nsbox_report r;
+  for (int i = 0; fd >= 0 && i < 4; i++)
+    {
+      ssize_t n = pread (fd, &r, sizeof r, (off_t)i * (off_t)sizeof r);
+      if (n != (ssize_t)sizeof r)
+        break;
+      if (r.kind == NSBOX_REPORT_STARTED)
+        out->started = true;
+      else if (r.kind == NSBOX_REPORT_ERROR && out->error.kind == 0)
+        out->error = r;
+    }
+}
+
 /* runsc exits with the program's status, or 128 + signal when a signal
  * killed it (as shells report), or 128 when runsc itself failed (then its
- * error log says why). */
+ * error log says why). Whether the helper's setup failed is in its report
+ * file, which the program cannot write; nothing the program printed is
+ * read. */
 static int
 conclude (const struct runsc_job *job, struct nsbox_result *res, struct nsbox_error **err)
 {
@@ -818,15 +940,15 @@ conclude (const struct runsc_job *job, struct nsbox_result *res, struct nsbox_er
       if (why)
         return nsbox_error_set (err, EPROTO, "runtime 'runsc': %s", why);
     }
-  /* The helper failed before the program ran (e.g. no such command): it
-   * says so in one stderr line and exits 127. Reported as the native
-   * runtime reports a failed setup step. */
-  static const char setup_prefix[] = "nsbox: sandbox setup: ";
-  size_t pl = sizeof setup_prefix - 1;
-  if (res->signal == 0 && res->exit_code == 127 && res->stderr_len > pl + 1
-      && memcmp (res->stderr_buf, setup_prefix, pl) == 0
-      && memchr (res->stderr_buf, '\n', res->stderr_len) == res->stderr_buf + res->stderr_len - 1)
-    return nsbox_error_set (err, EIO, "%.*s", (int)(res->stderr_len - 8), res->stderr_buf + 7);
+  struct helper_report report;
+  read_helper_report (job, &report);
+  if (!report.started)
+    return nsbox_error_set (err, EPROTO,
+                            "runtime 'runsc': the sandbox's helper did not start (runsc "
+                            "exited with status %d)",
+                            res->exit_code);
+  if (report.error.kind == NSBOX_REPORT_ERROR)
+    return nsbox_child_report_error (&report.error, err);
   if (res->signal == 0 && res->exit_code > 128 && res->exit_code < 128 + 65)
     res->signal = res->exit_code - 128;
   return 0;

@@ -9,68 +9,11 @@
 #include <sys/types.h>
 #include <sys/capability.h>
 
+#include "report.h"
 #include "seccomp.h"
 
-/* Setup steps of the child; each failure is reported as (step, errno, detail). */
-enum nsbox_step
-{
-  NSBOX_STEP_NONE = 0,
-  NSBOX_STEP_SYNC,
-  NSBOX_STEP_FDS,
-  NSBOX_STEP_JOIN_CGROUP,
-  NSBOX_STEP_PDEATHSIG,
-  NSBOX_STEP_DUMPABLE,
-  NSBOX_STEP_CGROUPNS,
-  NSBOX_STEP_MOUNT_PRIVATE,
-  NSBOX_STEP_BIND_ROOTFS,
-  NSBOX_STEP_REMOUNT_ROOTFS,
-  NSBOX_STEP_MOUNT_TMP,
-  NSBOX_STEP_MOUNT_DEV,
-  NSBOX_STEP_CREATE_DEV,
-  NSBOX_STEP_BIND_DEV,
-  NSBOX_STEP_MOUNT_SHM,
-  NSBOX_STEP_REMOUNT_DEV,
-  NSBOX_STEP_MOUNT_PROC,
-  NSBOX_STEP_MASK_PROC,
-  NSBOX_STEP_READONLY_PROC,
-  NSBOX_STEP_USERNS_LIMIT,
-  NSBOX_STEP_PIVOT_ROOT,
-  NSBOX_STEP_DETACH_OLD_ROOT,
-  NSBOX_STEP_HOSTNAME,
-  NSBOX_STEP_LOOPBACK,
-  NSBOX_STEP_RLIMIT,
-  NSBOX_STEP_SIGNALS,
-  NSBOX_STEP_CAPBSET,
-  NSBOX_STEP_SETGROUPS,
-  NSBOX_STEP_SETGID,
-  NSBOX_STEP_SETUID,
-  NSBOX_STEP_CAPS,
-  NSBOX_STEP_NO_NEW_PRIVS,
-  NSBOX_STEP_FORK,
-  NSBOX_STEP_SETSID,
-  NSBOX_STEP_SECCOMP,
-  NSBOX_STEP_EXEC,
-  NSBOX_STEP_WAIT,
-  NSBOX_STEP_COUNT_,
-};
-
-/* What the child writes to the report pipe. */
-enum nsbox_report_kind
-{
-  NSBOX_REPORT_ERROR = 1, /* a setup step failed: step, err, detail */
-  NSBOX_REPORT_STATUS,    /* the program ended: status is its wait status */
-};
-
-struct nsbox_report
-{
-  int32_t kind;
-  int32_t step;
-  int32_t err;
-  int32_t status;
-  char detail[240];
-};
-
-#define NSBOX_MAX_RLIMITS 8
+/* Every resource limit (RLIM_NLIMITS on Linux). */
+#define NSBOX_MAX_RLIMITS 16
 #define NSBOX_MAX_V1_CGROUPS 4
 
 /* The part of the plan the native launcher settles after clone, while its

@@ -28,6 +28,11 @@ int nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *streams,
                      uint64_t timeout_ms, uint64_t max_output_bytes, struct nsbox_result *res,
                      struct nsbox_error **err) __attribute__ ((visibility ("hidden")));
 
+/* Turns a setup step's failure report into the error: "sandbox setup:
+ * STEP 'DETAIL': strerror". Returns -err. */
+int nsbox_child_report_error (const struct nsbox_report *report, struct nsbox_error **err)
+    __attribute__ ((visibility ("hidden")));
+
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t nsbox_now_ms (void) __attribute__ ((visibility ("hidden")));
 

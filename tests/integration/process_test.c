@@ -1,10 +1,16 @@
 /* Processes: privileges the program does not have, the syscalls it may not
  * make, the ordinary Python it can run, and what is left after it. */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -254,5 +260,110 @@ Test (process, no_runsc_process_survives_a_killed_launcher, .timeout = 60)
   RUN_ASSERT (&out, out.term_signal == SIGKILL, "expected the launcher killed by SIGKILL");
   int left = wait_runsc_processes (job.pid, 0, 5000, desc, sizeof desc);
   RUN_ASSERT (&out, left == 0, "%d runsc process(es) outlived the killed launcher: %s", left, desc);
+  run_out_free (&out);
+}
+
+/* The run's work directory (nsbox-runsc-<launcher>-*) in /dev/shm or /tmp,
+ * once its bundle holds config.json; polls. */
+static bool
+find_runsc_config (pid_t launcher, char *path, size_t size)
+{
+  char prefix[64];
+  snprintf (prefix, sizeof prefix, "nsbox-runsc-%d-", (int)launcher);
+  static const char *const bases[] = { "/dev/shm", "/tmp" };
+  int polls = (int)harness_scaled (1000);
+  for (int i = 0; i < polls; i++)
+    {
+      for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++)
+        {
+          DIR *dir = opendir (bases[b]);
+          struct dirent *d;
+          while (dir && (d = readdir (dir)))
+            if (strncmp (d->d_name, prefix, strlen (prefix)) == 0)
+              {
+                snprintf (path, size, "%s/%s/bundle/config.json", bases[b], d->d_name);
+                if (access (path, F_OK) == 0)
+                  {
+                    closedir (dir);
+                    return true;
+                  }
+              }
+          if (dir)
+            closedir (dir);
+        }
+      nanosleep (&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+    }
+  return false;
+}
+
+/* In a child as a host user that is neither the launcher nor gVisor:
+ * 0 when neither the work directory nor config.json can be opened, else
+ * 1 (directory) or 2 (file). */
+static int
+stranger_reads (const char *config)
+{
+  char workdir[4096];
+  snprintf (workdir, sizeof workdir, "%s", config);
+  *strstr (workdir, "/bundle/config.json") = '\0';
+  pid_t pid = fork ();
+  cr_assert (pid >= 0);
+  if (pid == 0)
+    {
+      if (setgroups (0, NULL) < 0 || setresgid (12345, 12345, 12345) < 0
+          || setresuid (12345, 12345, 12345) < 0)
+        _exit (3);
+      int fd = open (workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd >= 0 || errno != EACCES)
+        _exit (1);
+      fd = open (config, O_RDONLY | O_CLOEXEC);
+      _exit (fd >= 0 || errno != EACCES ? 2 : 0);
+    }
+  int status;
+  cr_assert (waitpid (pid, &status, 0) == pid);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) != 3, "could not become uid 12345");
+  return WEXITSTATUS (status);
+}
+
+/* The bundle's config.json holds the command line and the environment
+ * (--env values): while the run lasts, another user of the host can open
+ * neither it nor the work directory. */
+Test (process, runsc_bundle_is_private_to_the_runtime, .timeout = 60)
+{
+  NSBOX_SKIP_UNLESS (runsc_installed (), "no runsc binary (apt-get install runsc)");
+  NSBOX_SKIP_UNLESS (geteuid () == 0, "needs root to act as another user");
+  char secret[96];
+  make_run_tag (secret, sizeof secret);
+  char timeout[32];
+  harness_scaled_duration (30.0, timeout, sizeof timeout);
+  const char *const args[] = { "--runtime", "runsc", "--timeout", timeout, "--env", secret, NULL };
+  /* Long enough to be looked at, on a slow machine too. */
+  char code[64];
+  snprintf (code, sizeof code, "import time\ntime.sleep(%.1f)\n", harness_scaled (3.0));
+  struct run_job job;
+  run_cli_spawn (args, true, &job);
+  run_job_feed (&job, code, strlen (code));
+  char config[4096];
+  bool found = find_runsc_config (job.pid, config, sizeof config);
+  int stranger = found ? stranger_reads (config) : -1;
+  /* The file checked is the run's: it holds the --env value. */
+  char *content = NULL;
+  size_t len = 0;
+  FILE *f = found ? fopen (config, "re") : NULL;
+  if (f)
+    {
+      content = calloc (1, 1 << 20);
+      cr_assert_not_null (content);
+      len = fread (content, 1, (1 << 20) - 1, f);
+      fclose (f);
+    }
+  struct run_out out;
+  run_cli_wait (&job, NULL, 0, &out);
+  RUN_ASSERT (&out, found, "no runsc work directory with a config.json appeared");
+  RUN_ASSERT (&out, content && memmem (content, len, secret, strlen (secret)),
+              "'%s' does not hold the run's --env value", config);
+  RUN_ASSERT (&out, stranger == 0, "another user could open the run's %s",
+              stranger == 1 ? "work directory" : "config.json");
+  RUN_ASSERT (&out, out.exit_status == 0, "expected the run to end normally");
+  free (content);
   run_out_free (&out);
 }
