@@ -30,6 +30,9 @@
  * the launcher inherits them), @CANARY_ROOT@, @CANARY_TMP@, @CANARY_PUBLIC@
  * (host paths of canary files).
  *
+ * Every case's launcher starts with its resource limits raised as far as
+ * the harness may (harness_raise_launcher_rlimits).
+ *
  * After every case, whatever it expects: stdout never holds "ESCAPED" (the
  * cases' own alarm word) nor the canaries' secret (also in nsbox's own
  * environment); the canaries are unchanged and unread (atime); the listeners
@@ -1271,6 +1274,8 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
 static void
 run_case (const struct case_param *c)
 {
+  /* Every case's launcher inherits limits as high as they go. */
+  harness_raise_launcher_rlimits ();
   double scale = harness_time_scale ();
   if (!run_attempt (c, scale, true))
     run_attempt (c, 2 * scale, false);

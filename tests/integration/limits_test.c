@@ -226,3 +226,63 @@ MODE_TEST (limits, no_nsbox_cgroup_is_left_after_runs, .timeout = 30)
   assert_no_cgroup_left (&out);
   run_out_free (&out);
 }
+
+/* nsbox sets every resource limit of the sandbox, whatever its launcher had
+ * (a systemd unit with LimitRTPRIO, LimitMEMLOCK=infinity...): the launcher
+ * here starts with its limits raised as far as the harness may. */
+MODE_TEST (limits, rlimits_are_nsbox_s_own_whatever_the_launcher_had, .timeout = 30)
+{
+  static const struct
+  {
+    const char *name;
+    int resource;
+    long long soft, hard;
+  } table[] = {
+    { "RLIMIT_CORE", RLIMIT_CORE, 0, 0 },
+    { "RLIMIT_STACK", RLIMIT_STACK, 8 << 20, 8 << 20 },
+    { "RLIMIT_NOFILE", RLIMIT_NOFILE, 1024, 4096 },
+    { "RLIMIT_MEMLOCK", RLIMIT_MEMLOCK, 64 << 10, 64 << 10 },
+    { "RLIMIT_SIGPENDING", RLIMIT_SIGPENDING, 1024, 1024 },
+    { "RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE, 819200, 819200 },
+    { "RLIMIT_NICE", RLIMIT_NICE, 0, 0 },
+    { "RLIMIT_RTPRIO", RLIMIT_RTPRIO, 0, 0 },
+  };
+  harness_raise_launcher_rlimits ();
+  /* The launcher really has more than the sandbox gets. */
+  struct rlimit nofile = harness_raised_rlimit (RLIMIT_NOFILE);
+  struct rlimit memlock = harness_raised_rlimit (RLIMIT_MEMLOCK);
+  struct rlimit rtprio = harness_raised_rlimit (RLIMIT_RTPRIO);
+  cr_assert (nofile.rlim_cur > 4096 && memlock.rlim_cur > (64 << 10),
+             "the launcher's limits were not raised (nofile %llu, memlock %llu)",
+             (unsigned long long)nofile.rlim_cur, (unsigned long long)memlock.rlim_cur);
+  cr_log_info ("launcher: nofile %llu, memlock %llu, rtprio %llu (99 needs CAP_SYS_RESOURCE)",
+               (unsigned long long)nofile.rlim_cur, (unsigned long long)memlock.rlim_cur,
+               (unsigned long long)rtprio.rlim_cur);
+  struct run_out out;
+  run_mode (*mode,
+            "import ctypes, os, resource\n"
+            "for n in ('CORE', 'STACK', 'NOFILE', 'MEMLOCK', 'SIGPENDING', 'MSGQUEUE', 'NICE',\n"
+            "          'RTPRIO'):\n"
+            "    print('RLIMIT_' + n, *resource.getrlimit(getattr(resource, 'RLIMIT_' + n)))\n"
+            "try:\n"
+            "    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))\n"
+            "    print('SCHED_FIFO allowed')\n"
+            "except OSError:\n"
+            "    pass\n"
+            "libc = ctypes.CDLL(None)\n"
+            "buf = ctypes.create_string_buffer(1 << 20)\n"
+            "if libc.mlock(buf, 1 << 20) == 0:\n"
+            "    print('mlock of 1 MiB allowed')\n",
+            NULL, &out);
+  RUN_ASSERT (&out, out.exit_status == 0, "expected exit status 0");
+  const char *text = run_stdout (&out, NULL);
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    {
+      char line[128];
+      snprintf (line, sizeof line, "%s %lld %lld\n", table[i].name, table[i].soft, table[i].hard);
+      RUN_ASSERT (&out, strstr (text, line) != NULL, "expected \"%.*s\"", (int)strlen (line) - 1,
+                  line);
+    }
+  RUN_ASSERT (&out, !strstr (text, "allowed"), "SCHED_FIFO or mlock beyond the limit was allowed");
+  run_out_free (&out);
+}

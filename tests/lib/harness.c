@@ -163,6 +163,74 @@ become (const struct test_ids *ids)
     prctl (PR_SET_DUMPABLE, 1, 0, 0, 0);
 }
 
+static bool raise_rlimits;
+
+void
+harness_raise_launcher_rlimits (void)
+{
+  raise_rlimits = true;
+}
+
+/* In the launcher's child, before it becomes the test user (root may raise
+ * what an unprivileged user may not). */
+static void
+raise_launcher_rlimits (void)
+{
+  static const struct
+  {
+    int resource;
+    rlim_t wanted;
+  } raised[] = {
+    { RLIMIT_RTPRIO, 99 },
+    { RLIMIT_NICE, 40 },
+    { RLIMIT_MEMLOCK, RLIM_INFINITY },
+    { RLIMIT_NOFILE, 1 << 20 },
+    { RLIMIT_CORE, RLIM_INFINITY },
+    { RLIMIT_STACK, RLIM_INFINITY },
+    { RLIMIT_SIGPENDING, 1 << 20 },
+    { RLIMIT_MSGQUEUE, 1 << 30 },
+    { RLIMIT_CPU, RLIM_INFINITY },
+    { RLIMIT_FSIZE, RLIM_INFINITY },
+  };
+  if (!raise_rlimits)
+    return;
+  for (size_t i = 0; i < sizeof raised / sizeof raised[0]; i++)
+    {
+      struct rlimit rl = { raised[i].wanted, raised[i].wanted };
+      if (setrlimit (raised[i].resource, &rl) == 0 || getrlimit (raised[i].resource, &rl) < 0)
+        continue;
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit (raised[i].resource, &rl);
+    }
+}
+
+struct rlimit
+harness_raised_rlimit (int resource)
+{
+  int p[2];
+  cr_assert (pipe2 (p, O_CLOEXEC) == 0);
+  bool was = raise_rlimits;
+  raise_rlimits = true;
+  pid_t pid = fork ();
+  cr_assert (pid >= 0, "fork: %s", strerror (errno));
+  if (pid == 0)
+    {
+      struct rlimit rl = { 0, 0 };
+      raise_launcher_rlimits ();
+      getrlimit (resource, &rl);
+      (void)!write (p[1], &rl, sizeof rl);
+      _exit (0);
+    }
+  raise_rlimits = was;
+  close (p[1]);
+  struct rlimit rl;
+  cr_assert (read (p[0], &rl, sizeof rl) == (ssize_t)sizeof rl);
+  close (p[0]);
+  while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  return rl;
+}
+
 /* A forked child starts clean: default SIGPIPE, nothing blocked, and it dies
  * with the test worker. */
 static void
@@ -344,6 +412,7 @@ run_cli_spawn (const char *const *extra_args, bool as_json, struct run_job *job)
     {
       if (dup2 (in[0], 0) < 0 || dup2 (o[1], 1) < 0 || dup2 (e[1], 2) < 0)
         _exit (126);
+      raise_launcher_rlimits ();
       become (&ids);
       child_reset (parent);
       execv (bin, (char *const *)argv);
@@ -696,6 +765,7 @@ run_lib_impl (const char *code, size_t len, const char *const *extra_args, bool 
   if (pid == 0)
     {
       close (p[0]);
+      raise_launcher_rlimits ();
       become (&ids);
       child_reset (parent);
       if (non_dumpable)

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <jansson.h>
@@ -113,6 +114,16 @@ const char *harness_scaled_duration (double seconds, char *buf, size_t size);
         }                                                                                          \
     }                                                                                              \
   while (0)
+
+/* From now on, this test process starts every launcher (CLI or library
+ * child) with its resource limits raised as far as it may (soft to hard;
+ * RTPRIO 99 and NICE 40 where it has CAP_SYS_RESOURCE), as a systemd unit
+ * with generous Limit*= settings would: nsbox must set the sandbox's own
+ * limits whatever it inherited. */
+void harness_raise_launcher_rlimits (void);
+/* The limit a launcher started after harness_raise_launcher_rlimits has
+ * (probed in a child that raises it the same way). */
+struct rlimit harness_raised_rlimit (int resource);
 
 /* Runs `code` through the CLI with --json. extra_args is NULL or a
  * NULL-terminated list of further CLI arguments ("--timeout", "1s", ...,
