@@ -102,11 +102,15 @@ MODE_TEST (fs, inherited_host_fd_is_not_reachable, .timeout = 30)
 
 MODE_TEST (fs, sensitive_proc_files_are_masked, .timeout = 30)
 {
+  /* Docker's masked files (and kallsyms). */
   static const char *const masked[]
-      = { "/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms" };
+      = { "/proc/interrupts",    "/proc/kcore",       "/proc/keys",    "/proc/timer_list",
+          "/proc/sched_debug",   "/proc/kallsyms",    "/proc/latency_stats",
+          "/proc/timer_stats" };
   const char *code = "import os, stat\n"
-                     "for p in ['/proc/kcore', '/proc/keys', '/proc/timer_list',\n"
-                     "          '/proc/sched_debug', '/proc/kallsyms']:\n"
+                     "for p in ['/proc/interrupts', '/proc/kcore', '/proc/keys',\n"
+                     "          '/proc/timer_list', '/proc/sched_debug', '/proc/kallsyms',\n"
+                     "          '/proc/latency_stats', '/proc/timer_stats']:\n"
                      "    try:\n"
                      "        st = os.stat(p)\n"
                      "    except FileNotFoundError:\n"

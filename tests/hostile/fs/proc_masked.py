@@ -1,8 +1,8 @@
-# hostile: kernel memory and timing files: /proc/kcore, kallsyms, keys, timer_list, sched_debug, acpi, scsi
+# hostile: kernel memory, interrupt and timing files: Docker's masked /proc paths (interrupts, kcore, keys, latency_stats, sched_debug, timer_list, timer_stats, acpi, asound, scsi) and kallsyms, each empty or absent
 # expect: exit=0 stdout="OK\n"
 import os
-for p in ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms",
-          "/proc/latency_stats", "/proc/timer_stats"):
+for p in ("/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/timer_list",
+          "/proc/sched_debug", "/proc/kallsyms", "/proc/latency_stats", "/proc/timer_stats"):
     try:
         data = open(p, "rb").read(4096)
     except OSError:
