@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -75,8 +76,9 @@ usage (FILE *out)
          "  rm REF              forget an image (its data goes at the next gc)\n"
          "  gc                  remove unreferenced blobs and trees, stale downloads\n"
          "  rootfs REF          print the path of the image's unpacked rootfs\n"
-         "  resolve [--pull missing|always|never] REF\n"
-         "                      store root, rootfs and Env, NUL-separated (for nsbox run)\n\n"
+         "  resolve [--pass-lock] [--pull missing|always|never] REF\n"
+         "                      store root, rootfs and Env, NUL-separated (for nsbox run);\n"
+         "                      --pass-lock: first the store's lock, over a unix socket\n\n"
          "The store: --store DIR, else $NSBOX_STORE, else /var/lib/nsbox for root,\n"
          "else ${XDG_CACHE_HOME:-~/.cache}/nsbox.\n\n"
          "exit status: 0 ok; 1 other failure; 2 usage or invalid argument; 3 image or\n"
@@ -238,16 +240,61 @@ cmd_rootfs (struct nsbox_store *store, int argc, char **argv)
   return EXIT_OK;
 }
 
+/* Sends the store's lock fd over stdout, a unix socket, with one byte: the
+ * receiver holds the shared lock from before the image was resolved for as
+ * long as it keeps the fd. */
+static int
+pass_lock (struct nsbox_store *store)
+{
+  int fd = nsbox_store_lock_fd (store);
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int))];
+    struct cmsghdr align;
+  } control;
+  memset (&control, 0, sizeof control);
+  char byte = 'L';
+  struct iovec iov = { &byte, 1 };
+  struct msghdr msg = { .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = control.buf,
+                        .msg_controllen = sizeof control.buf };
+  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN (sizeof (int));
+  memcpy (CMSG_DATA (cm), &fd, sizeof fd);
+  ssize_t n;
+  do
+    n = sendmsg (STDOUT_FILENO, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n == 1)
+    return EXIT_OK;
+  if (errno == ENOTSOCK)
+    return usage_error ("resolve --pass-lock needs a unix socket as stdout");
+  fprintf (stderr, "nsbox-image: pass the store lock: %s\n", strerror (errno));
+  return EXIT_FAILURE_OTHER;
+}
+
 /* For `nsbox run --image` (src/cli.c): the nsbox CLI resolves images
  * through this command so that it does not load libcurl and libarchive
  * (48 shared libraries, several milliseconds) on every run. Output, each
  * item NUL-terminated: the store root, the rootfs path, then the image
- * config's Env entries. */
+ * config's Env entries. With --pass-lock (stdout a unix socket) the store's
+ * shared lock comes first (see pass_lock): resolving and locking are one
+ * step, and `gc` cannot remove the tree before the run ends. */
 static int
 cmd_resolve (struct nsbox_store *store, int argc, char **argv)
 {
   static const char *const policies[] = { "missing", "always", "never" };
   enum nsbox_pull_policy policy = NSBOX_PULL_MISSING;
+  bool send_lock = false;
+  if (argc >= 2 && strcmp (argv[1], "--pass-lock") == 0)
+    {
+      send_lock = true;
+      argv++;
+      argc--;
+    }
   if (argc == 4 && strcmp (argv[1], "--pull") == 0)
     {
       size_t i = 0;
@@ -260,13 +307,19 @@ cmd_resolve (struct nsbox_store *store, int argc, char **argv)
       argc -= 2;
     }
   if (argc != 2)
-    return usage_error ("resolve takes [--pull POLICY] and one image reference");
+    return usage_error ("resolve takes [--pass-lock] [--pull POLICY] and one image reference");
   struct nsbox_pull_options options = { .progress = isatty (STDERR_FILENO) };
   struct nsbox_error *error = NULL;
   cleanup_free char *rootfs = NULL;
   char **env = NULL;
   if (nsbox_image_resolve (store, argv[1], policy, &options, &rootfs, &env, &error) < 0)
     return report (error);
+  int ret = send_lock ? pass_lock (store) : EXIT_OK;
+  if (ret != EXIT_OK)
+    {
+      nsbox_strv_free (env);
+      return ret;
+    }
   printf ("%s%c%s%c", nsbox_store_root (store), 0, rootfs, 0);
   for (char **e = env; e && *e; e++)
     printf ("%s%c", *e, 0);

@@ -255,6 +255,12 @@ fail:
   return ret;
 }
 
+int
+nsbox_store_lock_fd (const struct nsbox_store *store)
+{
+  return store->lock_fd;
+}
+
 void
 nsbox_store_close (struct nsbox_store *store)
 {

@@ -27,6 +27,11 @@ struct nsbox_ingest;
  * default location when root is NULL. */
 int nsbox_store_open (const char *root, struct nsbox_store **out, struct nsbox_error **err);
 void nsbox_store_close (struct nsbox_store *store);
+/* The fd holding the store's shared lock (taken by nsbox_store_open, so
+ * `gc` cannot remove anything while the store is open). Handed to another
+ * process (SCM_RIGHTS), it keeps the lock held after this one closes the
+ * store: the lock belongs to the open file, not to the process. */
+int nsbox_store_lock_fd (const struct nsbox_store *store);
 const char *nsbox_store_root (const struct nsbox_store *store);
 
 /* "sha256:<64 lowercase hex>" only. */

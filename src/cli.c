@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -179,14 +179,46 @@ image_tool_path (void)
   return strdup ("nsbox-image");
 }
 
-/* Runs `nsbox-image resolve` and returns its NUL-separated output. Its
- * stderr (progress, its own error line) passes through. */
+/* One read of `nsbox-image resolve --pass-lock`'s socket: data into buf,
+ * a passed fd into *lock_fd (the first one kept, any other closed). */
+static ssize_t
+receive_some (int sock, char *buf, size_t size, int *lock_fd)
+{
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int) * 4)];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = { buf, size };
+  struct msghdr msg = { .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = control.buf,
+                        .msg_controllen = sizeof control.buf };
+  ssize_t n = recvmsg (sock, &msg, MSG_CMSG_CLOEXEC);
+  for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR (&msg) : NULL; cm; cm = CMSG_NXTHDR (&msg, cm))
+    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+      for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int); i++)
+        {
+          int fd;
+          memcpy (&fd, CMSG_DATA (cm) + i * sizeof (int), sizeof fd);
+          if (*lock_fd < 0)
+            *lock_fd = fd;
+          else
+            close (fd);
+        }
+  return n;
+}
+
+/* Runs `nsbox-image resolve --pass-lock` on a socket and returns its
+ * NUL-separated output and the store lock it passed (the one byte that
+ * came with it is the output's first). Its stderr (progress, its own error
+ * line) passes through. */
 static int
-run_image_tool (const char *const *argv, char **out, size_t *out_len)
+run_image_tool (const char *const *argv, char **out, size_t *out_len, int *lock_fd)
 {
   int fds[2];
-  if (pipe2 (fds, O_CLOEXEC) < 0)
-    return fail ("create pipe: %s", strerror (errno));
+  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+    return fail ("create socket pair: %s", strerror (errno));
   pid_t pid = fork ();
   if (pid < 0)
     return fail ("fork: %s", strerror (errno));
@@ -202,7 +234,7 @@ run_image_tool (const char *const *argv, char **out, size_t *out_len)
   size_t alloc = 65536, used = 0;
   char *buf = malloc (alloc);
   ssize_t n = 0;
-  while (buf && (n = read (fds[0], buf + used, alloc - used)) != 0)
+  while (buf && (n = receive_some (fds[0], buf + used, alloc - used, lock_fd)) != 0)
     {
       if (n < 0 && errno == EINTR)
         continue;
@@ -230,8 +262,9 @@ run_image_tool (const char *const *argv, char **out, size_t *out_len)
 
 /* The CLI resolves `image` through nsbox-image (so it need not load the
  * registry and archive libraries), then runs the rootfs with the image's
- * Env as base environment. A shared lock on the store keeps `nsbox-image
- * gc` from removing the tree while it runs (the lock is released with the
+ * Env as base environment. nsbox-image passes the store's shared lock,
+ * which it took before resolving: `nsbox-image gc` cannot remove the tree
+ * between the resolution and the end of the run (the lock goes with the
  * process). */
 static int
 resolve_image (nsbox_config *config)
@@ -242,7 +275,7 @@ resolve_image (nsbox_config *config)
   cleanup_free char *tool = image_tool_path ();
   if (!image || !pull || !store || !tool)
     return fail ("%s", "out of memory");
-  const char *argv[8];
+  const char *argv[9];
   int argc = 0;
   argv[argc++] = tool;
   if (*store)
@@ -251,30 +284,32 @@ resolve_image (nsbox_config *config)
       argv[argc++] = store;
     }
   argv[argc++] = "resolve";
+  argv[argc++] = "--pass-lock";
   argv[argc++] = "--pull";
   argv[argc++] = pull;
   argv[argc++] = image;
   argv[argc] = NULL;
   cleanup_free char *out = NULL;
   size_t len = 0;
-  int ret = run_image_tool (argv, &out, &len);
+  /* Held until this process exits (close-on-exec, and the sandbox's init
+   * closes every inherited fd anyway). */
+  int lock_fd = -1;
+  int ret = run_image_tool (argv, &out, &len, &lock_fd);
   if (ret != 0)
     return ret;
-  /* store root, rootfs, then Env entries, each NUL-terminated */
+  if (lock_fd < 0 || len < 1 || out[0] != 'L')
+    return fail ("'%s resolve %s' did not pass the store's lock", tool, image);
+  /* the lock's byte, the store root, the rootfs, then Env entries, each
+   * but the first NUL-terminated */
   const char *items[4096];
   size_t count = 0;
-  for (size_t off = 0; off < len && count < ARRAY_SIZE (items);)
+  for (size_t off = 1; off < len && count < ARRAY_SIZE (items);)
     {
       items[count++] = out + off;
       off += strnlen (out + off, len - off) + 1;
     }
   if (count < 2 || out[len - 1] != '\0')
     return fail ("'%s resolve %s' gave no rootfs", tool, image);
-  char lock[PATH_MAX];
-  snprintf (lock, sizeof lock, "%s/locks/store.lock", items[0]);
-  int lock_fd = open (lock, O_RDONLY | O_CLOEXEC);
-  if (lock_fd >= 0)
-    flock (lock_fd, LOCK_SH);
   cleanup_error struct nsbox_error *err = NULL;
   if (nsbox_config_set (config, "rootfs", items[1], &err) < 0
       || nsbox_config_set_base_env (config, items + 2, count - 2, &err) < 0)

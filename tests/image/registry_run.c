@@ -4,10 +4,16 @@
  * with the image's Env. */
 #include <criterion/criterion.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "servers.h"
 
@@ -65,4 +71,137 @@ Test (registry_run, nsbox_runs_python_from_an_image_pulled_off_a_local_registry,
   cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0 && strcmp (out, "2\n") == 0,
              "second run said '%s' (status %d)", out, status);
   cr_assert_eq (log_count (proxy.log, "GET", "/blobs/"), blob_gets);
+}
+
+static const char *
+image_bin (void)
+{
+  const char *bin = getenv ("NSBOX_IMAGE_BIN");
+  return bin && *bin ? bin : "build/nsbox-image";
+}
+
+static const char *
+nsbox_bin (void)
+{
+  const char *bin = getenv ("NSBOX_BIN");
+  return bin && *bin ? bin : "build/nsbox";
+}
+
+static void
+sleep_ms (int ms)
+{
+  struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+  nanosleep (&ts, NULL);
+}
+
+/* `nsbox-image --store STORE ARGS...` (no shell); returns its exit status. */
+static int
+image_tool (const char *store, const char *a, const char *b)
+{
+  const char *const argv[] = { image_bin (), "--store", store, a, b, NULL };
+  return run_command (argv);
+}
+
+/* The run holds the store's lock from the moment nsbox-image resolved the
+ * image: the nsbox-image beside this nsbox is a wrapper that, once the real
+ * one has resolved and exited, waits while the test untags the image and
+ * runs gc - the moment the CLI used to take its lock only after. gc must
+ * find the store busy, and the run must work. */
+Test (registry_run, gc_cannot_remove_the_tree_between_resolve_and_run, .timeout = 300)
+{
+  struct server reg;
+  registry_start (&reg, python_storage (), NULL);
+  char ref[128];
+  snprintf (ref, sizeof ref, "127.0.0.1:%u/test/python:bookworm", reg.port);
+  const char *store = test_path ("store");
+  cr_assert_eq (image_tool (store, "pull", ref), 0, "pull %s", ref);
+
+  char dir[1024], cmd[16384];
+  snprintf (dir, sizeof dir, "%s", test_path ("bin"));
+  cr_assert (mkdir (dir, 0755) == 0);
+  char mark[1100], done[1100];
+  snprintf (mark, sizeof mark, "%s/resolved", dir);
+  snprintf (done, sizeof done, "%s/gc-done", dir);
+  snprintf (cmd, sizeof cmd,
+            "cp '%s' '%s/nsbox' && cat > '%s/nsbox-image' <<'EOF'\n"
+            "#!/bin/sh\n"
+            "'%s' \"$@\"\n"
+            "rc=$?\n"
+            ": > '%s'\n"
+            "while [ ! -e '%s' ]; do sleep 0.02; done\n"
+            "exit $rc\n"
+            "EOF\n"
+            "chmod 755 '%s/nsbox-image'",
+            nsbox_bin (), dir, dir, image_bin (), mark, done, dir);
+  cr_assert_eq (system (cmd), 0);
+
+  snprintf (cmd, sizeof cmd,
+            "printf 'print(7)' | '%s/nsbox' run --store '%s' --image '%s' --pull never "
+            "--timeout 60s",
+            dir, store, ref);
+  FILE *run = popen (cmd, "re");
+  cr_assert (run);
+  int waited = 0;
+  while (access (mark, F_OK) < 0 && waited < 120000)
+    {
+      sleep_ms (20);
+      waited += 20;
+    }
+  cr_assert (access (mark, F_OK) == 0, "the wrapped nsbox-image never resolved");
+  int rm = image_tool (store, "rm", ref);
+  const char *const gc_argv[] = { image_bin (), "--store", store, "gc", NULL };
+  int gc = run_command (gc_argv);
+  cr_assert (fclose (fopen (done, "we")) == 0);
+  char out[256];
+  size_t n = fread (out, 1, sizeof out - 1, run);
+  out[n] = '\0';
+  int status = pclose (run);
+  cr_assert_eq (rm, 0, "rm %s", ref);
+  cr_assert_eq (gc, 10, "gc exited %d, not 10 (store busy): the run did not hold the store", gc);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0 && strcmp (out, "7\n") == 0,
+             "the run said '%s' (status %d)", out, status);
+}
+
+/* The same race left to chance: a loop untags the image and runs gc as
+ * fast as it can while runs resolve it (pulling it again when needed).
+ * Every gc either finds the store busy or removes only what no run uses:
+ * no run fails. */
+Test (registry_run, gc_in_a_loop_beside_runs_fails_no_run, .timeout = 600)
+{
+  struct server reg;
+  registry_start (&reg, python_storage (), NULL);
+  char ref[128];
+  snprintf (ref, sizeof ref, "127.0.0.1:%u/test/python:bookworm", reg.port);
+  const char *store = test_path ("store");
+  cr_assert_eq (image_tool (store, "pull", ref), 0, "pull %s", ref);
+  pid_t looper = fork ();
+  cr_assert (looper >= 0);
+  if (looper == 0)
+    {
+      int out = open ("/dev/null", O_WRONLY | O_CLOEXEC);
+      dup2 (out, 1);
+      dup2 (out, 2);
+      for (;;)
+        {
+          image_tool (store, "rm", ref);
+          const char *const gc_argv[] = { image_bin (), "--store", store, "gc", NULL };
+          run_command (gc_argv);
+          sleep_ms (5);
+        }
+    }
+  int failed = 0;
+  char first[512] = "";
+  for (int i = 0; i < 10; i++)
+    {
+      int status;
+      const char *out = nsbox_run (store, ref, "print(3)", &status);
+      if (!WIFEXITED (status) || WEXITSTATUS (status) != 0 || strcmp (out, "3\n") != 0)
+        {
+          if (!failed++)
+            snprintf (first, sizeof first, "run %d: '%s' (status %d)", i, out, status);
+        }
+    }
+  kill (looper, SIGKILL);
+  waitpid (looper, NULL, 0);
+  cr_assert_eq (failed, 0, "%d of 10 runs failed beside gc; first: %s", failed, first);
 }
