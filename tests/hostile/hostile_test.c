@@ -4,6 +4,9 @@
  *
  * Header of a case (comment lines at the top of the file):
  *   # hostile: what the case attacks (required)
+ *   # runtimes: native runsc  where the attacked hole exists or existed (a
+ *                            case added for a hole says so; it runs under
+ *                            every runtime all the same)
  *   # args: CLI arguments after `run --rootfs R --json` ("..." quotes a word)
  *   # prelude: NAME          prepend tests/hostile/lib/NAME.py to the code
  *   # pad: SIZE              append SIZE bytes of comment lines (64k, 60m)
@@ -358,6 +361,13 @@ parse_header (const char *name, const char *code, size_t len, struct header *h)
         slot = &h->pad;
       else if (strcmp (body, "mode") == 0)
         h->text_mode = strcmp (value, "text") == 0;
+      else if (strcmp (body, "runtimes") == 0)
+        {
+          for (char *w = strtok (value, " "); w; w = strtok (NULL, " "))
+            cr_assert (strcmp (w, "native") == 0 || strcmp (w, "runsc") == 0,
+                       "%s: unknown runtime '%s' in '# runtimes:'", name, w);
+          continue;
+        }
       else if (strncmp (body, "expect", 6) == 0)
         {
           int quals = 0;

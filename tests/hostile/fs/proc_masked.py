@@ -1,4 +1,5 @@
 # hostile: kernel memory, interrupt and timing files: Docker's masked /proc paths (interrupts, kcore, keys, latency_stats, sched_debug, timer_list, timer_stats, acpi, asound, scsi) and kallsyms, each empty or absent
+# runtimes: native
 # expect: exit=0 stdout="OK\n"
 import os
 for p in ("/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/timer_list",

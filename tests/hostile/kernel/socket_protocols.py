@@ -1,7 +1,7 @@
 # hostile: rarely used protocols behind AF_INET/AF_INET6 (SCTP, DCCP, L2TP, MPTCP, UDP-Lite, SMC, raw IP): the filter answers EPROTONOSUPPORT, where the kernel would create the socket (MPTCP, UDP-Lite), refuse raw sockets without CAP_NET_RAW with EPERM, or answer EINVAL (a raw protocol above 255)
+# runtimes: native runsc
 # prelude: trysys
 # expect: exit=0 stdout="OK\n"
-# native and runsc: gVisor evaluates the same filter before its own socket.
 SOCK_STREAM, SOCK_DGRAM, SOCK_RAW = 1, 2, 3
 for fam in (2, 10):
     for typ, proto in ((SOCK_RAW, 132), (SOCK_RAW, 33), (SOCK_RAW, 115), (SOCK_RAW, 4),

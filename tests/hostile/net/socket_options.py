@@ -1,6 +1,6 @@
 # hostile: socket options with a record of kernel exploits (TCP_ULP/kTLS CVE-2023-0461, TCP_REPAIR, TCP_MD5SIG, socket filters, TCP_ZEROCOPY_RECEIVE, XFRM policies, IPV6_ADDRFORM): the filter answers ENOPROTOOPT where the kernel would answer ENOENT, ENOTCONN, EPERM, EINVAL or EFAULT; options off the list (multicast membership, netfilter, other levels) get ENOSYS; the options the standard library sets keep working
+# runtimes: native runsc
 # expect: exit=0 stdout="OK\n"
-# native and runsc: gVisor evaluates the same filter before its own setsockopt.
 import errno, socket, struct
 bad = []
 def refused(desc, want, f):

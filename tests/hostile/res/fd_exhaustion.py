@@ -1,4 +1,5 @@
 # hostile: open files until EMFILE, then raise the limit, from a launcher whose own RLIMIT_NOFILE was raised (the harness raises it): nsbox's own limit (1024 soft, 4096 hard) holds
+# runtimes: native runsc
 # expect: exit=0 stdout="OK\n"
 import os, resource, errno
 limit = resource.getrlimit(resource.RLIMIT_NOFILE)

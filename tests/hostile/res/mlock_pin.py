@@ -1,4 +1,5 @@
 # hostile: pin memory with mlock/mlockall so the host cannot reclaim it, from a launcher whose own RLIMIT_MEMLOCK was raised (the harness raises it): nsbox's own limit (64 KiB) holds
+# runtimes: native runsc
 # expect: exit=0 stdout="OK\n"
 import ctypes, mmap, resource
 libc = ctypes.CDLL(None, use_errno=True)
