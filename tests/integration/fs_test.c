@@ -104,9 +104,8 @@ MODE_TEST (fs, sensitive_proc_files_are_masked, .timeout = 30)
 {
   /* Docker's masked files (and kallsyms). */
   static const char *const masked[]
-      = { "/proc/interrupts",    "/proc/kcore",       "/proc/keys",    "/proc/timer_list",
-          "/proc/sched_debug",   "/proc/kallsyms",    "/proc/latency_stats",
-          "/proc/timer_stats" };
+      = { "/proc/interrupts",  "/proc/kcore",    "/proc/keys",          "/proc/timer_list",
+          "/proc/sched_debug", "/proc/kallsyms", "/proc/latency_stats", "/proc/timer_stats" };
   const char *code = "import os, stat\n"
                      "for p in ['/proc/interrupts', '/proc/kcore', '/proc/keys',\n"
                      "          '/proc/timer_list', '/proc/sched_debug', '/proc/kallsyms',\n"
