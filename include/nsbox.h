@@ -24,7 +24,8 @@ extern "C"
 #define NSBOX_EXPORT
 #endif
 
-  /* Error object: a negative errno-style code and an allocated message such as
+  /* Error object: the positive errno of the failure (the function that
+   * failed returned its negative) and an allocated message such as
    * "mount tmpfs on '/tmp': Operation not permitted". */
   struct nsbox_error;
 
@@ -37,9 +38,9 @@ extern "C"
   NSBOX_EXPORT void nsbox_error_free (struct nsbox_error *error);
 
   /* Configuration. Every key uses the one vocabulary shared with the YAML file,
-   * the CLI flags and the JSON result: image, rootfs, runtime, timeout, memory,
-   * cpus, pids-limit, max-output-bytes, tmp-size, network, user, env, command,
-   * strict, seccomp-policy. */
+   * the CLI flags and the JSON result: image, rootfs, pull, store, runtime,
+   * timeout, memory, cpus, pids-limit, max-output-bytes, tmp-size, network,
+   * user, env, command, strict, seccomp-policy. */
   typedef struct nsbox_config nsbox_config;
 
   /* A configuration holding the built-in defaults. */

@@ -95,12 +95,4 @@ NSBOX_INTERNAL int rt_chain_id (json_t *diff_ids, char out[RT_DIGEST_LEN + 1],
  * "docker.io/library/python:latest". Returns NULL when ref is unusable. */
 NSBOX_INTERNAL char *rt_normalize_ref (const char *ref);
 
-static inline void
-rt_json_unrefp (json_t **j)
-{
-  if (*j)
-    json_decref (*j);
-}
-#define cleanup_json __attribute__ ((cleanup (rt_json_unrefp)))
-
 #endif

@@ -13,13 +13,6 @@
 #include "error.h"
 #include "util.h"
 
-static void
-decref_jsonp (json_t **value)
-{
-  json_decref (*value);
-}
-#define cleanup_json __attribute__ ((cleanup (decref_jsonp)))
-
 void
 nsbox_result_free (nsbox_result *result)
 {

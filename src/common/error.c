@@ -52,6 +52,12 @@ nsbox_error_set (struct nsbox_error **err, int code, const char *fmt, ...)
 }
 
 int
+nsbox_error_oom (struct nsbox_error **err)
+{
+  return error_store (err, ENOMEM, strdup ("out of memory"));
+}
+
+int
 nsbox_error_sys (struct nsbox_error **err, int code, const char *fmt, ...)
 {
   cleanup_free char *head = NULL;
@@ -82,6 +88,27 @@ nsbox_error_prefix (struct nsbox_error **err, const char *fmt, ...)
   va_end (ap);
   char *message = NULL;
   if (head && asprintf (&message, "%s: %s", head, e->message) >= 0)
+    {
+      free (e->message);
+      e->message = message;
+    }
+  return -e->code;
+}
+
+int
+nsbox_error_append (struct nsbox_error **err, const char *fmt, ...)
+{
+  if (!err || !*err || *err == &oom_error)
+    return -ENOMEM;
+  struct nsbox_error *e = *err;
+  cleanup_free char *tail = NULL;
+  va_list ap;
+  va_start (ap, fmt);
+  if (vasprintf (&tail, fmt, ap) < 0)
+    tail = NULL;
+  va_end (ap);
+  char *message = tail ? xasprintf ("%s; %s", e->message, tail) : NULL;
+  if (message)
     {
       free (e->message);
       e->message = message;

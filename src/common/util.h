@@ -1,0 +1,184 @@
+/* The ground floor under src/ and rootfs-tools/: cleanup attributes,
+ * ownership transfer, and the small helpers every module would otherwise
+ * write again (util.c). The cleanup helpers of the libraries (jansson,
+ * libseccomp, libcap, libarchive, libcurl, libyaml) exist where the
+ * library's header was included before util.h: include it after them. */
+#ifndef NSBOX_UTIL_H
+#define NSBOX_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "nsbox.h"
+
+/* Every symbol of libnsbox that is not part of include/nsbox.h. */
+#define NSBOX_INTERNAL __attribute__ ((visibility ("hidden")))
+
+static inline void
+freep (void *p)
+{
+  free (*(void **)p);
+}
+
+static inline void
+closep (int *fd)
+{
+  if (*fd >= 0)
+    {
+      int saved = errno;
+      close (*fd);
+      errno = saved;
+    }
+}
+
+static inline void
+fclosep (FILE **f)
+{
+  if (*f)
+    fclose (*f);
+}
+
+/* A NULL-terminated array of strings and the strings. */
+static inline void
+strvfreep (char ***strv)
+{
+  if (*strv)
+    for (char **s = *strv; *s; s++)
+      free (*s);
+  free (*strv);
+}
+
+static inline void
+nsbox_error_freep (struct nsbox_error **e)
+{
+  nsbox_error_free (*e);
+}
+
+static inline void
+nsbox_config_freep (nsbox_config **config)
+{
+  nsbox_config_free (*config);
+}
+
+#define cleanup_free __attribute__ ((cleanup (freep)))
+#define cleanup_config __attribute__ ((cleanup (nsbox_config_freep)))
+#define cleanup_error __attribute__ ((cleanup (nsbox_error_freep)))
+#define cleanup_close __attribute__ ((cleanup (closep)))
+#define cleanup_fclose __attribute__ ((cleanup (fclosep)))
+#define cleanup_strv __attribute__ ((cleanup (strvfreep)))
+
+#define TAKE_PTR(p)                                                                                \
+  ({                                                                                               \
+    __typeof__ (p) taken_ = (p);                                                                   \
+    (p) = NULL;                                                                                    \
+    taken_;                                                                                        \
+  })
+
+#define TAKE_FD(fd)                                                                                \
+  ({                                                                                               \
+    int taken_ = (fd);                                                                             \
+    (fd) = -1;                                                                                     \
+    taken_;                                                                                        \
+  })
+
+#define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
+
+/* asprintf that returns the string, or NULL when out of memory. */
+char *xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2))) NSBOX_INTERNAL;
+
+/* Writes all of data to fd, retrying short writes and EINTR: 0, or -errno
+ * (-EIO when the fd takes nothing). */
+int nsbox_write_all (int fd, const void *data, size_t len) NSBOX_INTERNAL;
+
+/* Reads the regular file `path` whole, at most max bytes, NUL-terminated.
+ * `what` names it in the messages ("config", "seccomp policy"): "open
+ * WHAT 'PATH': ...", "WHAT 'PATH' is larger than N MiB" (or bytes; EFBIG). */
+int nsbox_read_file (const char *path, size_t max, const char *what, char **data, size_t *len,
+                     struct nsbox_error **err) NSBOX_INTERNAL;
+
+#endif
+
+/* The cleanup helpers of the libraries: outside the include guard, each
+ * defined once, by the first inclusion that follows the library's header. */
+#if defined(JANSSON_H) && !defined(NSBOX_UTIL_JANSSON)
+#define NSBOX_UTIL_JANSSON
+/* jansson's own json_decrefp */
+#define cleanup_json __attribute__ ((cleanup (json_decrefp)))
+#endif
+
+#if defined(_SECCOMP_H) && !defined(NSBOX_UTIL_SECCOMP)
+#define NSBOX_UTIL_SECCOMP
+static inline void
+seccomp_releasep (scmp_filter_ctx *ctx)
+{
+  if (*ctx)
+    seccomp_release (*ctx);
+}
+#define cleanup_seccomp __attribute__ ((cleanup (seccomp_releasep)))
+#endif
+
+#if defined(_SYS_CAPABILITY_H) && !defined(NSBOX_UTIL_CAP)
+#define NSBOX_UTIL_CAP
+static inline void
+cap_freep (cap_t *caps)
+{
+  if (*caps)
+    cap_free (*caps);
+}
+#define cleanup_cap __attribute__ ((cleanup (cap_freep)))
+#endif
+
+#if defined(ARCHIVE_H_INCLUDED) && !defined(NSBOX_UTIL_ARCHIVE)
+#define NSBOX_UTIL_ARCHIVE
+static inline void
+archive_read_freep (struct archive **a)
+{
+  if (*a)
+    archive_read_free (*a);
+}
+#define cleanup_archive __attribute__ ((cleanup (archive_read_freep)))
+#endif
+
+#if defined(CURLINC_CURL_H) && !defined(NSBOX_UTIL_CURL)
+#define NSBOX_UTIL_CURL
+static inline void
+curl_easy_cleanupp (CURL **curl)
+{
+  if (*curl)
+    curl_easy_cleanup (*curl);
+}
+static inline void
+curl_slist_free_allp (struct curl_slist **list)
+{
+  curl_slist_free_all (*list);
+}
+#define cleanup_curl __attribute__ ((cleanup (curl_easy_cleanupp)))
+#define cleanup_curl_slist __attribute__ ((cleanup (curl_slist_free_allp)))
+#endif
+
+#if defined(YAML_H) && !defined(NSBOX_UTIL_YAML)
+#define NSBOX_UTIL_YAML
+static inline void
+yaml_document_deletep (yaml_document_t *doc)
+{
+  yaml_document_delete (doc);
+}
+static inline void
+yaml_parser_deletep (yaml_parser_t *parser)
+{
+  yaml_parser_delete (parser);
+}
+static inline void
+yaml_event_deletep (yaml_event_t *event)
+{
+  yaml_event_delete (event);
+}
+#define cleanup_yaml_event __attribute__ ((cleanup (yaml_event_deletep)))
+#define cleanup_yaml_document __attribute__ ((cleanup (yaml_document_deletep)))
+#define cleanup_yaml_parser __attribute__ ((cleanup (yaml_parser_deletep)))
+#endif
