@@ -5,6 +5,7 @@
 #include <sys/capability.h>
 #include <sys/prctl.h>
 
+#include "child.h"
 #include "sandbox.h"
 
 void

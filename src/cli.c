@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -168,8 +169,8 @@ image_tool_path (void)
     {
       self[n] = '\0';
       char *slash = strrchr (self, '/');
-      char *path = NULL;
-      if (slash && asprintf (&path, "%.*s/nsbox-image", (int)(slash - self), self) >= 0)
+      char *path = slash ? xasprintf ("%.*s/nsbox-image", (int)(slash - self), self) : NULL;
+      if (path)
         {
           if (access (path, X_OK) == 0)
             return path;

@@ -14,6 +14,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "sandbox.h"
 
 /* Writes "a" + "b" into buf; truncation is impossible for our fixed paths
@@ -135,9 +136,8 @@ setup_dev (const struct nsbox_plan *plan)
  * symbol names. No /sys is mounted, so Docker's /sys masks have nothing to
  * cover. */
 static const char *const proc_masked_files[]
-    = { "/proc/interrupts", "/proc/kcore",         "/proc/keys",
-        "/proc/timer_list", "/proc/sched_debug",   "/proc/latency_stats",
-        "/proc/timer_stats", "/proc/kallsyms" };
+    = { "/proc/interrupts",  "/proc/kcore",         "/proc/keys",        "/proc/timer_list",
+        "/proc/sched_debug", "/proc/latency_stats", "/proc/timer_stats", "/proc/kallsyms" };
 static const char *const proc_masked_dirs[] = { "/proc/scsi", "/proc/acpi", "/proc/asound" };
 static const char *const proc_readonly[]
     = { "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs" };

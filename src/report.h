@@ -70,4 +70,16 @@ struct nsbox_report
   char detail[240];
 };
 
+/* The launcher's side (report.c; not for the runsc helper, which has no
+ * libc). */
+#ifndef NSBOX_REPORT_RECORDS_ONLY
+#include "util.h"
+/* A step's description, e.g. "mount tmpfs on". */
+const char *nsbox_step_name (int step) NSBOX_INTERNAL;
+/* A failed step's report as the run's error: "sandbox setup: STEP 'DETAIL':
+ * strerror". Returns -err. */
+int nsbox_report_to_error (const struct nsbox_report *report,
+                           struct nsbox_error **err) NSBOX_INTERNAL;
+#endif
+
 #endif

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util.h"
 #include "nsbox.h"
 
 struct nsbox_result
@@ -29,7 +30,6 @@ struct nsbox_result
 
 /* Copies `len` bytes as valid UTF-8 into a new NUL-terminated buffer:
  * invalid sequences become U+FFFD, NUL bytes are kept (hence *out_len). */
-int nsbox_utf8_sanitize (const char *in, size_t len, char **out, size_t *out_len)
-    __attribute__ ((visibility ("hidden")));
+int nsbox_utf8_sanitize (const char *in, size_t len, char **out, size_t *out_len) NSBOX_INTERNAL;
 
 #endif

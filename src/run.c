@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -15,7 +16,7 @@
 
 #include "config.h"
 #include "error.h"
-#include "resources.h"
+#include "limit.h"
 #include "result.h"
 #include "runsc.h"
 #include "sandbox.h"
@@ -41,17 +42,7 @@ struct run
   char **image_env;          /* the image config's Env, when running an image */
   struct nsbox_store *store; /* held open (shared lock) while the image runs: no gc under it */
   bool own_bpf;
-  int fds[10]; /* four pipes and the sync socket, [2i] child's end, [2i+1] parent's */
-};
-
-enum
-{
-  PIPE_STDIN = 0,
-  PIPE_STDOUT,
-  PIPE_STDERR,
-  PIPE_REPORT,
-  PIPE_SYNC,
-  PIPE_COUNT_,
+  struct nsbox_pipes pipes;
 };
 
 static void
@@ -71,9 +62,7 @@ run_release (struct run *r)
     nsbox_strv_free (r->image_env);
   if (r->store)
     nsbox_store_close (r->store);
-  for (int i = 0; i < 2 * PIPE_COUNT_; i++)
-    if (r->fds[i] >= 0)
-      close (r->fds[i]);
+  nsbox_pipes_close (&r->pipes);
 }
 
 static int
@@ -134,13 +123,13 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
   size_t n = 0;
   r->envp = calloc (nbase + c->env_len + 1, sizeof (char *));
   if (!r->envp)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   for (size_t i = 0; i < nbase; i++)
     if (!env_overridden (c, base[i]) && !(r->envp[n++] = strdup (base[i])))
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
   for (size_t i = 0; i < c->env_len; i++)
     if (!(r->envp[n++] = strdup (c->env[i])))
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
   r->plan.envp = r->envp;
   for (char **e = r->envp; *e; e++)
     if (strncmp (*e, "PATH=", 5) == 0)
@@ -250,33 +239,6 @@ prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **
 }
 
 static int
-open_pipes (struct run *r, struct nsbox_error **err)
-{
-  for (int i = 0; i < PIPE_COUNT_; i++)
-    if (i == PIPE_SYNC ? socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, &r->fds[2 * i]) < 0
-                       : pipe2 (&r->fds[2 * i], O_CLOEXEC) < 0)
-      return nsbox_error_sys (err, errno, "create pipe");
-  r->plan.stdin_fd = r->fds[2 * PIPE_STDIN];
-  r->plan.stdout_fd = r->fds[2 * PIPE_STDOUT + 1];
-  r->plan.stderr_fd = r->fds[2 * PIPE_STDERR + 1];
-  r->plan.report_fd = r->fds[2 * PIPE_REPORT + 1];
-  r->plan.sync_fd = r->fds[2 * PIPE_SYNC];
-  return 0;
-}
-
-static void
-close_child_ends (struct run *r)
-{
-  const int child_ends[] = { 2 * PIPE_STDIN, 2 * PIPE_STDOUT + 1, 2 * PIPE_STDERR + 1,
-                             2 * PIPE_REPORT + 1, 2 * PIPE_SYNC };
-  for (size_t i = 0; i < ARRAY_SIZE (child_ends); i++)
-    {
-      close (r->fds[child_ends[i]]);
-      r->fds[child_ends[i]] = -1;
-    }
-}
-
-static int
 check_caller (struct nsbox_error **err)
 {
   if (getuid () != geteuid () || getgid () != getegid ())
@@ -286,20 +248,40 @@ check_caller (struct nsbox_error **err)
   return 0;
 }
 
+static void __attribute__ ((noreturn)) native_init (void *plan) { nsbox_child_main (plan); }
+
 /* The cgroup v1 groups are made while the child builds its mounts (both
  * take a while; the child joins them before it forks the program). */
 static int
 execute (struct run *r, const nsbox_config *c, const nsbox_config *limits_c, const char *code,
          size_t code_len, struct nsbox_result *res, struct nsbox_error **err)
 {
-  int ret = open_pipes (r, err);
+  int ret = nsbox_pipes_open (&r->pipes, err);
   if (ret < 0)
     return ret;
+  int ends[5];
+  nsbox_pipes_child_ends (&r->pipes, ends);
+  r->plan.stdin_fd = ends[NSBOX_CHANNEL_STDIN];
+  r->plan.stdout_fd = ends[NSBOX_CHANNEL_STDOUT];
+  r->plan.stderr_fd = ends[NSBOX_CHANNEL_STDERR];
+  r->plan.report_fd = ends[NSBOX_CHANNEL_REPORT];
+  r->plan.sync_fd = ends[NSBOX_CHANNEL_SYNC];
+  struct nsbox_spawn spawn = {
+    .namespaces = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+                  | (r->limits.v2_fd >= 0 ? CLONE_NEWCGROUP : 0),
+    .cgroup_fd = r->limits.v2_fd,
+    .child_main = native_init,
+    .arg = &r->plan,
+    .uid = r->plan.uid,
+    .gid = r->plan.gid,
+    .caller_undumpable = r->plan.caller_undumpable,
+    .pipes = &r->pipes,
+  };
   struct nsbox_child child = { -1, -1 };
-  cleanup_close int sync_fd = TAKE_FD (r->fds[2 * PIPE_SYNC + 1]);
-  if ((ret = nsbox_spawn (&r->plan, &r->limits, sync_fd, &child, err)) < 0)
+  if ((ret = nsbox_spawn (&spawn, &child, err)) < 0)
     return ret;
-  close_child_ends (r);
+  nsbox_pipes_close_child_ends (&r->pipes);
+  cleanup_close int sync_fd = TAKE_FD (r->pipes.fds[2 * NSBOX_CHANNEL_SYNC + 1]);
   if ((ret = nsbox_limits_attach (&r->limits, limits_c, &r->plan, err)) < 0
       || (ret = nsbox_spawn_send_limits (sync_fd, &r->plan, err)) < 0)
     {
@@ -307,12 +289,7 @@ execute (struct run *r, const nsbox_config *c, const nsbox_config *limits_c, con
       return ret;
     }
   nsbox_limits_close_tasks (&r->limits, &r->plan);
-  struct nsbox_streams streams = {
-    .stdin_fd = TAKE_FD (r->fds[2 * PIPE_STDIN + 1]),
-    .stdout_fd = TAKE_FD (r->fds[2 * PIPE_STDOUT]),
-    .stderr_fd = TAKE_FD (r->fds[2 * PIPE_STDERR]),
-    .report_fd = TAKE_FD (r->fds[2 * PIPE_REPORT]),
-  };
+  struct nsbox_streams streams = nsbox_pipes_take_streams (&r->pipes);
   ret = nsbox_supervise (&child, &streams, &r->limits, code, code_len, c->timeout_ms,
                          c->max_output_bytes, res, err);
   nsbox_limits_collect (&r->limits, res);
@@ -330,14 +307,11 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
     return ret;
   struct run r;
   memset (&r, 0, sizeof r);
-  r.limits.v2_fd = -1;
-  for (int i = 0; i < NSBOX_V1_COUNT_; i++)
-    r.limits.tasks_fd[i] = -1;
-  for (int i = 0; i < 2 * PIPE_COUNT_; i++)
-    r.fds[i] = -1;
+  nsbox_limits_init (&r.limits);
+  nsbox_pipes_init (&r.pipes);
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   enum nsbox_runtime runtime = c->runtime;
   if (runtime == NSBOX_RUNTIME_AUTO)
     runtime = nsbox_runsc_usable (c) ? NSBOX_RUNTIME_RUNSC : NSBOX_RUNTIME_NATIVE;

@@ -11,6 +11,7 @@
 
 #include "report.h"
 #include "seccomp.h"
+#include "util.h"
 
 /* Every resource limit (RLIM_NLIMITS on Linux). */
 #define NSBOX_MAX_RLIMITS 16
@@ -62,46 +63,18 @@ struct nsbox_plan
   int report_fd; /* write end, close-on-exec */
 };
 
-/* Child side: runs the whole setup and never returns. */
-void nsbox_child_main (const struct nsbox_plan *plan)
-    __attribute__ ((noreturn, visibility ("hidden")));
-
-/* Child-side steps shared by the native init and the runsc init (init.c),
- * all async-signal-safe, failing through nsbox_child_fail. */
-/* Where nsbox_child_fail reports before the fds are placed. */
-void nsbox_child_set_report_fd (int fd) __attribute__ ((visibility ("hidden")));
-/* Moves the caller into the run's v1 cgroups by writing "0" to each tasks file. */
-void nsbox_child_join_v1_cgroups (const int *tasks_fds, int n)
-    __attribute__ ((visibility ("hidden")));
-/* stdin, stdout, stderr, report, sync -> 0, 1, 2, 3, 4; closes every other fd. */
-void nsbox_child_place_fds (const int from[5]) __attribute__ ((visibility ("hidden")));
-/* Waits for the launcher's byte on the sync pipe; exits when it died. */
-void nsbox_child_wait_for_parent (void) __attribute__ ((visibility ("hidden")));
-/* Sets PDEATHSIG again after an id change; exits when the launcher died. */
-void nsbox_child_rearm_parent_death (void) __attribute__ ((visibility ("hidden")));
-/* Default dispositions for every signal and an empty signal mask. */
-void nsbox_child_reset_signals (void) __attribute__ ((visibility ("hidden")));
-/* fork without glibc's fork handlers. */
-pid_t nsbox_child_fork (void) __attribute__ ((visibility ("hidden")));
-/* Reaps every child; when `program` ends, reports its status and exits. */
-void nsbox_child_reap (pid_t program) __attribute__ ((noreturn, visibility ("hidden")));
-
-/* Reports a failed step to the parent and exits. Async-signal-safe. */
-void nsbox_child_fail (int step, int err, const char *detail)
-    __attribute__ ((noreturn, visibility ("hidden")));
+/* Child side: runs the whole setup and never returns (init.c). */
+void nsbox_child_main (const struct nsbox_plan *plan) __attribute__ ((noreturn)) NSBOX_INTERNAL;
 
 /* Child side mount setup (mounts.c), async-signal-safe, failing through
  * nsbox_child_fail. bind_root: the read-only bind of the rootfs, made
  * while the child still has the launcher's host uid, then chdir into it;
  * setup: /tmp, /dev, /proc relative to it, then pivot_root. */
-void nsbox_mounts_bind_root (const struct nsbox_plan *plan) __attribute__ ((visibility ("hidden")));
-void nsbox_mounts_setup (const struct nsbox_plan *plan) __attribute__ ((visibility ("hidden")));
+void nsbox_mounts_bind_root (const struct nsbox_plan *plan) NSBOX_INTERNAL;
+void nsbox_mounts_setup (const struct nsbox_plan *plan) NSBOX_INTERNAL;
 
 /* Child side: drop every capability from all five sets (caps.c). */
-void nsbox_caps_drop_bounding (void) __attribute__ ((visibility ("hidden")));
-void nsbox_caps_drop_all (const struct nsbox_plan *plan) __attribute__ ((visibility ("hidden")));
-
-/* Human-readable description of a step, e.g. "mount tmpfs on '/tmp'". */
-const char *nsbox_step_name (int step) __attribute__ ((visibility ("hidden")));
+void nsbox_caps_drop_bounding (void) NSBOX_INTERNAL;
+void nsbox_caps_drop_all (const struct nsbox_plan *plan) NSBOX_INTERNAL;
 
 #endif

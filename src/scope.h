@@ -3,6 +3,8 @@
 #ifndef NSBOX_SCOPE_H
 #define NSBOX_SCOPE_H
 
+#include "util.h"
+
 /* Asks the systemd user instance on the caller's user bus
  * ($DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus) for a transient
  * scope nsbox-<pid>-<random>.scope with Delegate=yes and this process in it,
@@ -11,6 +13,6 @@
  * call returns the first call's outcome. Returns 0 when the process sits in
  * its new scope, else a negative errno with *why (static text) saying why.
  * The scope lasts as long as its processes: systemd removes it when empty. */
-int nsbox_scope_join (const char **why) __attribute__ ((visibility ("hidden")));
+int nsbox_scope_join (const char **why) NSBOX_INTERNAL;
 
 #endif

@@ -1,5 +1,4 @@
-/* Parent side of the sandbox start: clone3 with every namespace, then the
- * uid/gid map handshake. */
+/* Starting a sandbox's init, launcher side: see spawn.h. */
 #include "spawn.h"
 
 #include <errno.h>
@@ -16,60 +15,8 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "userns.h"
 #include "util.h"
-
-/* A child of a non-dumpable launcher makes itself dumpable first thing;
- * until it has, its /proc files belong to root: wait for that (bounded). */
-static int
-open_proc_file (const char *path, bool wait_dumpable)
-{
-  for (int tries = 0;; tries++)
-    {
-      int fd = open (path, O_WRONLY | O_CLOEXEC);
-      if (fd >= 0 || errno != EACCES || !wait_dumpable || tries >= 2000)
-        return fd;
-      struct timespec ts = { 0, 100000 };
-      nanosleep (&ts, NULL);
-    }
-}
-
-int
-nsbox_write_proc_file (pid_t pid, const char *name, const char *text, bool wait_dumpable,
-                       struct nsbox_error **err)
-{
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/%s", (int)pid, name);
-  cleanup_close int fd = open_proc_file (path, wait_dumpable);
-  if (fd < 0)
-    return nsbox_error_sys (err, errno, "open '%s'", path);
-  size_t len = strlen (text);
-  ssize_t n = write (fd, text, len);
-  if (n < 0)
-    return nsbox_error_sys (err, errno, "write '%s' to '%s'", text, path);
-  if ((size_t)n != len)
-    return nsbox_error_set (err, EIO, "short write to '%s'", path);
-  return 0;
-}
-
-/* One mapped id each. Run by root, the sandbox user is the unprivileged host
- * uid/gid 65534, never host root; otherwise it is the caller itself. */
-static int
-write_id_maps (pid_t pid, const struct nsbox_plan *plan, struct nsbox_error **err)
-{
-  bool root = geteuid () == 0;
-  unsigned host_uid = root ? 65534 : (unsigned)geteuid ();
-  unsigned host_gid = root ? 65534 : (unsigned)getegid ();
-  char map[64];
-  if (!root && nsbox_write_proc_file (pid, "setgroups", "deny", plan->caller_undumpable, err) < 0)
-    return nsbox_error_prefix (err, "write id maps");
-  snprintf (map, sizeof map, "%u %u 1\n", (unsigned)plan->uid, host_uid);
-  if (nsbox_write_proc_file (pid, "uid_map", map, plan->caller_undumpable, err) < 0)
-    return nsbox_error_prefix (err, "write id maps");
-  snprintf (map, sizeof map, "%u %u 1\n", (unsigned)plan->gid, host_gid);
-  if (nsbox_write_proc_file (pid, "gid_map", map, plan->caller_undumpable, err) < 0)
-    return nsbox_error_prefix (err, "write id maps");
-  return 0;
-}
 
 static int
 clone_error (int code, struct nsbox_error **err)
@@ -97,35 +44,94 @@ nsbox_spawn_abort (struct nsbox_child *child)
   child->pidfd = -1;
 }
 
+void
+nsbox_pipes_init (struct nsbox_pipes *p)
+{
+  for (size_t i = 0; i < ARRAY_SIZE (p->fds); i++)
+    p->fds[i] = -1;
+}
+
 int
-nsbox_spawn (const struct nsbox_plan *plan, struct nsbox_limits *limits, int sync_fd,
-             struct nsbox_child *child, struct nsbox_error **err)
+nsbox_pipes_open (struct nsbox_pipes *p, struct nsbox_error **err)
+{
+  for (int i = 0; i < NSBOX_CHANNEL_COUNT_; i++)
+    if (i == NSBOX_CHANNEL_SYNC
+            ? socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, &p->fds[2 * i]) < 0
+            : pipe2 (&p->fds[2 * i], O_CLOEXEC) < 0)
+      return nsbox_error_sys (err, errno, "create pipe");
+  /* Pipes carry data from fds[0] to fds[1]: stdin flows to the child. */
+  for (int i = NSBOX_CHANNEL_STDOUT; i <= NSBOX_CHANNEL_REPORT; i++)
+    {
+      int read_end = p->fds[2 * i];
+      p->fds[2 * i] = p->fds[2 * i + 1];
+      p->fds[2 * i + 1] = read_end;
+    }
+  return 0;
+}
+
+void
+nsbox_pipes_child_ends (const struct nsbox_pipes *p, int ends[5])
+{
+  for (int i = 0; i < NSBOX_CHANNEL_COUNT_; i++)
+    ends[i] = p->fds[2 * i];
+}
+
+void
+nsbox_pipes_close_child_ends (struct nsbox_pipes *p)
+{
+  for (int i = 0; i < NSBOX_CHANNEL_COUNT_; i++)
+    if (p->fds[2 * i] >= 0)
+      close (TAKE_FD (p->fds[2 * i]));
+}
+
+struct nsbox_streams
+nsbox_pipes_take_streams (struct nsbox_pipes *p)
+{
+  return (struct nsbox_streams){
+    .stdin_fd = TAKE_FD (p->fds[2 * NSBOX_CHANNEL_STDIN + 1]),
+    .stdout_fd = TAKE_FD (p->fds[2 * NSBOX_CHANNEL_STDOUT + 1]),
+    .stderr_fd = TAKE_FD (p->fds[2 * NSBOX_CHANNEL_STDERR + 1]),
+    .report_fd = TAKE_FD (p->fds[2 * NSBOX_CHANNEL_REPORT + 1]),
+  };
+}
+
+void
+nsbox_pipes_close (struct nsbox_pipes *p)
+{
+  for (size_t i = 0; i < ARRAY_SIZE (p->fds); i++)
+    if (p->fds[i] >= 0)
+      close (TAKE_FD (p->fds[i]));
+}
+
+int
+nsbox_spawn (const struct nsbox_spawn *spawn, struct nsbox_child *child, struct nsbox_error **err)
 {
   int pidfd = -1;
   struct clone_args args;
   memset (&args, 0, sizeof args);
-  args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
-               | CLONE_NEWUTS | CLONE_PIDFD;
+  args.flags = spawn->namespaces | CLONE_NEWUSER | CLONE_PIDFD;
   args.pidfd = (uint64_t)(uintptr_t)&pidfd;
   /* No exit signal: an embedding program's SIGCHLD handler or waitpid(-1)
    * never sees (or steals) our child; we wait on the pidfd with __WALL. */
   args.exit_signal = 0;
-  if (limits->v2_fd >= 0)
+  if (spawn->cgroup_fd >= 0)
     {
-      args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
-      args.cgroup = (uint64_t)limits->v2_fd;
+      args.flags |= CLONE_INTO_CGROUP;
+      args.cgroup = (uint64_t)spawn->cgroup_fd;
     }
   long pid = syscall (SYS_clone3, &args, sizeof args);
   if (pid < 0)
     return clone_error (errno, err);
   if (pid == 0)
-    nsbox_child_main (plan);
+    spawn->child_main (spawn->arg);
 
-  int r = write_id_maps ((pid_t)pid, plan, err);
-  if (r >= 0 && send (sync_fd, "x", 1, MSG_NOSIGNAL) != 1)
-    r = nsbox_error_sys (err, errno, "signal the sandbox");
   child->pid = (pid_t)pid;
   child->pidfd = pidfd;
+  int r
+      = nsbox_userns_write_maps ((pid_t)pid, spawn->uid, spawn->gid, spawn->caller_undumpable, err);
+  int sync_fd = spawn->pipes->fds[2 * NSBOX_CHANNEL_SYNC + 1];
+  if (r >= 0 && send (sync_fd, "x", 1, MSG_NOSIGNAL) != 1)
+    r = nsbox_error_sys (err, errno, "signal the sandbox");
   if (r < 0)
     nsbox_spawn_abort (child);
   return r;

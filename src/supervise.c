@@ -45,15 +45,6 @@ struct loop
   uint64_t deadline, kill_deadline;
 };
 
-int
-nsbox_child_report_error (const struct nsbox_report *r, struct nsbox_error **err)
-{
-  if (r->detail[0])
-    return nsbox_error_sys (err, r->err, "sandbox setup: %s '%.*s'", nsbox_step_name (r->step),
-                            (int)sizeof r->detail, r->detail);
-  return nsbox_error_sys (err, r->err, "sandbox setup: %s", nsbox_step_name (r->step));
-}
-
 uint64_t
 nsbox_now_ms (void)
 {
@@ -257,7 +248,7 @@ static int
 conclude (struct loop *l, const siginfo_t *info, struct nsbox_result *res, struct nsbox_error **err)
 {
   if (l->error_report.kind == NSBOX_REPORT_ERROR)
-    return nsbox_child_report_error (&l->error_report, err);
+    return nsbox_report_to_error (&l->error_report, err);
   if (l->status_report.kind == NSBOX_REPORT_STATUS)
     set_exit (res, l->status_report.status);
   else if (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED || l->timed_out)

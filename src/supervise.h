@@ -6,18 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "resources.h"
+#include "limit.h"
 #include "result.h"
 #include "sandbox.h"
 #include "spawn.h"
-
-struct nsbox_streams
-{
-  int stdin_fd;  /* write end, or -1 */
-  int stdout_fd; /* read ends */
-  int stderr_fd;
-  int report_fd;
-};
 
 /* Runs until the sandbox is gone and its output drained. Fills the output,
  * timing and exit fields of `res`. Returns a setup error reported by the
@@ -26,14 +18,9 @@ struct nsbox_streams
 int nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *streams,
                      struct nsbox_limits *limits, const char *code, size_t code_len,
                      uint64_t timeout_ms, uint64_t max_output_bytes, struct nsbox_result *res,
-                     struct nsbox_error **err) __attribute__ ((visibility ("hidden")));
-
-/* Turns a setup step's failure report into the error: "sandbox setup:
- * STEP 'DETAIL': strerror". Returns -err. */
-int nsbox_child_report_error (const struct nsbox_report *report, struct nsbox_error **err)
-    __attribute__ ((visibility ("hidden")));
+                     struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* CLOCK_MONOTONIC in milliseconds. */
-uint64_t nsbox_now_ms (void) __attribute__ ((visibility ("hidden")));
+uint64_t nsbox_now_ms (void) NSBOX_INTERNAL;
 
 #endif

@@ -23,6 +23,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#define NSBOX_REPORT_RECORDS_ONLY
 #include "report.h"
 
 #define PR_SET_SECCOMP_ 22

@@ -1,0 +1,176 @@
+/* The child side of clone shared by both inits: see child.h. */
+#include "child.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Child-only state: the child is a copy of the parent, so this never
+ * touches the parent's memory. */
+static int child_report_fd = -1;
+
+static void
+copy_detail (char *dst, size_t size, const char *src)
+{
+  size_t i = 0;
+  for (; src && src[i] && i + 1 < size; i++)
+    dst[i] = src[i];
+  dst[i] = '\0';
+}
+
+static void
+send_report (const struct nsbox_report *report)
+{
+  if (child_report_fd < 0)
+    return;
+  ssize_t n;
+  do
+    n = write (child_report_fd, report, sizeof *report);
+  while (n < 0 && errno == EINTR);
+}
+
+void
+nsbox_child_fail (int step, int err, const char *detail)
+{
+  struct nsbox_report report;
+  memset (&report, 0, sizeof report);
+  report.kind = NSBOX_REPORT_ERROR;
+  report.step = step;
+  report.err = err;
+  copy_detail (report.detail, sizeof report.detail, detail);
+  send_report (&report);
+  _exit (127);
+}
+
+void
+nsbox_child_set_report_fd (int fd)
+{
+  child_report_fd = fd;
+}
+
+/* Puts stdin/stdout/stderr, the report pipe and the sync channel (in that
+ * order in `from`) at fixed numbers and closes every other inherited fd,
+ * whatever its CLOEXEC flag. */
+static void
+place_fds (const int from[5])
+{
+  int high[5];
+  for (int i = 0; i < 5; i++)
+    {
+      high[i] = fcntl (from[i], F_DUPFD_CLOEXEC, 16);
+      if (high[i] < 0)
+        nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+    }
+  for (int i = 0; i < 3; i++)
+    if (dup2 (high[i], i) < 0)
+      nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+  if (dup3 (high[3], NSBOX_CHILD_REPORT_FD, O_CLOEXEC) < 0)
+    nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+  child_report_fd = NSBOX_CHILD_REPORT_FD;
+  if (dup3 (high[4], NSBOX_CHILD_SYNC_FD, O_CLOEXEC) < 0)
+    nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+  if (syscall (SYS_close_range, NSBOX_CHILD_FIRST_FREE_FD, ~0U, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+}
+
+/* Blocks until the parent has written the id maps; EOF means it died. */
+static void
+read_sync_byte (void)
+{
+  char byte;
+  ssize_t n;
+  do
+    n = read (NSBOX_CHILD_SYNC_FD, &byte, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1)
+    _exit (127);
+}
+
+void
+nsbox_child_prologue (const int fds[5], bool caller_undumpable)
+{
+  child_report_fd = fds[3];
+  place_fds (fds);
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+  /* A non-dumpable process's /proc/PID files belong to root: an
+   * unprivileged launcher could not write our id maps. Dumpable only until
+   * the maps are written; this memory is a copy of the launcher's. */
+  if (caller_undumpable && prctl (PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
+  read_sync_byte ();
+  if (caller_undumpable && prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
+}
+
+/* Changing the effective ids (run by root: host 0 -> 65534) cleared the
+ * parent-death signal, so a launcher killed from here on would leave the
+ * sandbox running: set it again, and if the launcher died meanwhile (its
+ * end of the report pipe is closed) stop here. */
+void
+nsbox_child_rearm_parent_death (void)
+{
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
+  struct pollfd launcher = { NSBOX_CHILD_REPORT_FD, 0, 0 };
+  if (poll (&launcher, 1, 0) != 0)
+    _exit (127);
+}
+
+/* Ignored signals and the signal mask survive execve: the program starts
+ * with neither, whatever the embedding program had. */
+void
+nsbox_child_reset_signals (void)
+{
+  struct sigaction dfl;
+  memset (&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP)
+      sigaction (sig, &dfl, NULL);
+  sigset_t none;
+  sigemptyset (&none);
+  if (sigprocmask (SIG_SETMASK, &none, NULL) < 0)
+    nsbox_child_fail (NSBOX_STEP_SIGNALS, errno, NULL);
+}
+
+/* A plain fork without glibc's fork handlers (their locks may have been
+ * held by another thread of the launcher when it cloned us). clone, not
+ * clone3: the filter may already be installed, and answers clone3 with
+ * ENOSYS. With only flags set, the argument order of clone is the same on
+ * every architecture. */
+pid_t
+nsbox_child_fork (void)
+{
+  return (pid_t)syscall (SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+}
+
+/* Reaps everything; when the program itself ends, reports its status and
+ * exits, and the kernel kills whatever is left in the PID namespace. */
+void
+nsbox_child_reap (pid_t program)
+{
+  for (;;)
+    {
+      int status;
+      pid_t pid = wait4 (-1, &status, 0, NULL);
+      if (pid < 0 && errno == EINTR)
+        continue;
+      if (pid < 0)
+        nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
+      if (pid != program)
+        continue;
+      struct nsbox_report report;
+      memset (&report, 0, sizeof report);
+      report.kind = NSBOX_REPORT_STATUS;
+      report.status = status;
+      send_report (&report);
+      _exit (0);
+    }
+}
