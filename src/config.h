@@ -9,6 +9,8 @@
 #include <sys/types.h>
 
 #include "nsbox.h"
+#include "units.h"
+#include "util.h"
 
 enum nsbox_runtime
 {
@@ -43,14 +45,6 @@ struct nsbox_config
   size_t base_env_len;
 };
 
-/* Parses "64m", "1g", "512k", "100" (bytes; k/m/g/t are powers of 1024,
- * optional trailing "b"/"i", case-insensitive). Zero and overflow fail. */
-int nsbox_parse_size (const char *text, uint64_t *bytes) __attribute__ ((visibility ("hidden")));
-/* Parses "500ms", "5s", "1m", "1h", "2.5s", bare numbers are seconds. */
-int nsbox_parse_duration (const char *text, uint64_t *ms) __attribute__ ((visibility ("hidden")));
-/* Parses "0.5", "2" into thousandths of a CPU. */
-int nsbox_parse_cpus (const char *text, uint64_t *milli) __attribute__ ((visibility ("hidden")));
-
 /* The key table, for the CLI: NULL-terminated list of key names and whether
  * each takes a value (strict is a boolean flag on the CLI). */
 struct nsbox_key_info
@@ -60,15 +54,15 @@ struct nsbox_key_info
   bool is_boolean;
   bool repeatable;
 };
-const struct nsbox_key_info *nsbox_config_keys (void) __attribute__ ((visibility ("hidden")));
+const struct nsbox_key_info *nsbox_config_keys (void) NSBOX_INTERNAL;
 
 /* Replaces the base environment (NAME=VALUE strings) that the configured
  * `env` is added to; NULL restores the bare-rootfs default. */
 int nsbox_config_set_base_env (nsbox_config *config, const char *const *env, size_t len,
-                               struct nsbox_error **err) __attribute__ ((visibility ("hidden")));
+                               struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* Deep copy (used by nsbox_run to take a stable snapshot). */
-nsbox_config *nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
-    __attribute__ ((visibility ("hidden")));
+nsbox_config *nsbox_config_dup (const nsbox_config *config,
+                                struct nsbox_error **err) NSBOX_INTERNAL;
 
 #endif

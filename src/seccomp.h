@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "nsbox.h"
+#include "util.h"
 
 struct nsbox_bpf
 {
@@ -21,26 +22,24 @@ typedef void (*nsbox_warning_fn) (const char *message, void *data);
  * reported through `warn` (may be NULL). Malformed policies fail with
  * -EBADMSG and a "name:line:col: ..." message. */
 int nsbox_seccomp_compile (const char *text, size_t len, const char *name, struct nsbox_bpf *out,
-                           nsbox_warning_fn warn, void *warn_data, struct nsbox_error **err)
-    __attribute__ ((visibility ("hidden")));
+                           nsbox_warning_fn warn, void *warn_data,
+                           struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* Reads and compiles a policy file. */
 int nsbox_seccomp_compile_file (const char *path, struct nsbox_bpf *out, nsbox_warning_fn warn,
-                                void *warn_data, struct nsbox_error **err)
-    __attribute__ ((visibility ("hidden")));
+                                void *warn_data, struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* Compiles the built-in policy (policies/default.yaml embedded at build). */
 int nsbox_seccomp_compile_default (struct nsbox_bpf *out, nsbox_warning_fn warn, void *warn_data,
-                                   struct nsbox_error **err)
-    __attribute__ ((visibility ("hidden")));
+                                   struct nsbox_error **err) NSBOX_INTERNAL;
 
-void nsbox_bpf_release (struct nsbox_bpf *bpf) __attribute__ ((visibility ("hidden")));
+void nsbox_bpf_release (struct nsbox_bpf *bpf) NSBOX_INTERNAL;
 
 /* The default policy compiled at build time by bpfgen. */
-extern const struct sock_filter nsbox_default_bpf_insns[] __attribute__ ((visibility ("hidden")));
-extern const unsigned short nsbox_default_bpf_len __attribute__ ((visibility ("hidden")));
+extern const struct sock_filter nsbox_default_bpf_insns[] NSBOX_INTERNAL;
+extern const unsigned short nsbox_default_bpf_len NSBOX_INTERNAL;
 
 /* The embedded default policy text (NUL-terminated). */
-extern const char nsbox_default_policy[] __attribute__ ((visibility ("hidden")));
+extern const char nsbox_default_policy[] NSBOX_INTERNAL;
 
 #endif
