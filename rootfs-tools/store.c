@@ -988,16 +988,6 @@ nsbox_store_lookup (struct nsbox_store *store, const char *ref, char **manifest_
   return nsbox_error_set (err, ENOENT, "image '%s' is not in the store", ref);
 }
 
-void
-nsbox_strv_free (char **strv)
-{
-  if (!strv)
-    return;
-  for (char **p = strv; *p; p++)
-    free (*p);
-  free (strv);
-}
-
 /* References and platforms ------------------------------------------------ */
 
 char *

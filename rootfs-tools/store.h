@@ -87,8 +87,6 @@ int nsbox_store_resolve (struct nsbox_store *store, const char *ref, char **mani
 int nsbox_store_unpack (struct nsbox_store *store, const char *manifest_digest, char **rootfs,
                         char ***env, struct nsbox_error **err);
 
-void nsbox_strv_free (char **strv);
-
 /* Additions by the store implementation (compatible with the above). */
 
 /* Warnings of the library (skipped device nodes, dropped xattrs, ...) go to

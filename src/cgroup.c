@@ -1,10 +1,8 @@
 /* cgroupfs for the cgroup backends: see cgroup.h. */
 #include "cgroup.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,23 +180,12 @@ nsbox_cgroup_remove (int dir_fd, const char *name)
 
 /* A launcher killed with SIGKILL cannot remove its run cgroups; its sandbox
  * died with it (PDEATHSIG, PID namespace), so the next run removes them.
- * rmdir fails harmlessly on a cgroup that still holds tasks. */
+ * rmdir fails harmlessly on a cgroup that still holds tasks, and on
+ * anything that is not a directory. */
 void
 nsbox_cgroup_sweep_stale (const char *dir)
 {
-  DIR *d = opendir (dir);
-  if (!d)
-    return;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      int pid = 0;
-      if (e->d_type != DT_DIR || sscanf (e->d_name, "nsbox-%d-", &pid) != 1 || pid <= 0)
-        continue;
-      if (kill (pid, 0) < 0 && errno == ESRCH)
-        nsbox_cgroup_remove (dirfd (d), e->d_name);
-    }
-  closedir (d);
+  nsbox_sweep_stale (dir, "nsbox-", nsbox_cgroup_remove);
 }
 
 char *

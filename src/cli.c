@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -362,21 +361,6 @@ read_code (char **code, size_t *len)
   return 0;
 }
 
-static void
-write_all (int fd, const char *data, size_t len)
-{
-  while (len > 0)
-    {
-      ssize_t n = write (fd, data, len);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return;
-      data += n;
-      len -= (size_t)n;
-    }
-}
-
 static int
 exit_status (const nsbox_result *res)
 {
@@ -396,15 +380,15 @@ report (const struct cli *cli, const nsbox_config *config, const nsbox_result *r
       cleanup_free char *json = nsbox_result_to_json (res, &err);
       if (!json)
         return fail ("%s", nsbox_error_message (err));
-      write_all (STDOUT_FILENO, json, strlen (json));
-      write_all (STDOUT_FILENO, "\n", 1);
+      nsbox_write_all (STDOUT_FILENO, json, strlen (json));
+      nsbox_write_all (STDOUT_FILENO, "\n", 1);
       return exit_status (res);
     }
   size_t len;
   const char *out = nsbox_result_stdout (res, &len);
-  write_all (STDOUT_FILENO, out, len);
+  nsbox_write_all (STDOUT_FILENO, out, len);
   out = nsbox_result_stderr (res, &len);
-  write_all (STDERR_FILENO, out, len);
+  nsbox_write_all (STDERR_FILENO, out, len);
   cleanup_free char *cap = nsbox_config_get (config, "max-output-bytes", NULL);
   if (nsbox_result_stdout_truncated (res))
     fprintf (stderr, "nsbox: stdout truncated at %s bytes\n", cap ? cap : "?");

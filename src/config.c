@@ -105,46 +105,6 @@ invalid_value (struct nsbox_error **err, const char *key, const char *value, con
   return -EINVAL;
 }
 
-/* String lists (env, command): NULL-terminated, with a separate count. */
-
-void
-nsbox_strings_free (char **items)
-{
-  if (!items)
-    return;
-  for (char **p = items; *p; p++)
-    free (*p);
-  free (items);
-}
-
-static char **
-string_list_dup (const char *const *items, size_t count)
-{
-  char **copy = calloc (count + 1, sizeof *copy);
-  if (!copy)
-    return NULL;
-  for (size_t i = 0; i < count; i++)
-    if (!(copy[i] = strdup (items[i])))
-      {
-        nsbox_strings_free (copy);
-        return NULL;
-      }
-  return copy;
-}
-
-/* Appends item (taking it) to *items; on failure nothing changes. */
-int
-nsbox_strings_append (char ***items, size_t *count, char *item)
-{
-  char **grown = realloc (*items, (*count + 2) * sizeof *grown);
-  if (!grown)
-    return -ENOMEM;
-  grown[(*count)++] = item;
-  grown[*count] = NULL;
-  *items = grown;
-  return 0;
-}
-
 /* Replaces *field with a copy of value, or NULL for an empty value when
  * empty_unsets. */
 static int
@@ -400,20 +360,15 @@ set_env (nsbox_config *config, const struct config_key *key, const char *value,
   if (found == config->env_len && config->env_len >= ENV_MAX)
     return nsbox_error_set (err, EINVAL, "too many entries in '%s' (at most %d)", key->name,
                             ENV_MAX);
+  if (found == config->env_len)
+    return nsbox_strv_append (&config->env, &config->env_len, strdup (value)) < 0
+               ? nsbox_error_oom (err)
+               : 0;
   char *entry = strdup (value);
   if (!entry)
     return nsbox_error_oom (err);
-  if (found < config->env_len)
-    {
-      free (config->env[found]);
-      config->env[found] = entry;
-      return 0;
-    }
-  if (nsbox_strings_append (&config->env, &config->env_len, entry) < 0)
-    {
-      free (entry);
-      return nsbox_error_oom (err);
-    }
+  free (config->env[found]);
+  config->env[found] = entry;
   return 0;
 }
 
@@ -431,14 +386,8 @@ set_command (nsbox_config *config, const struct config_key *key, const char *val
   if (config->command_len >= COMMAND_MAX)
     return nsbox_error_set (err, EINVAL, "too many entries in '%s' (at most %d)", key->name,
                             COMMAND_MAX);
-  char *argument = strdup (value);
-  if (!argument)
+  if (nsbox_strv_append (&config->command, &config->command_len, strdup (value)) < 0)
     return nsbox_error_oom (err);
-  if (nsbox_strings_append (&config->command, &config->command_len, argument) < 0)
-    {
-      free (argument);
-      return nsbox_error_oom (err);
-    }
   return 0;
 }
 
@@ -624,11 +573,11 @@ nsbox_config_free (nsbox_config *config)
   free (config->image);
   free (config->rootfs);
   free (config->network);
-  nsbox_strings_free (config->env);
-  nsbox_strings_free (config->command);
+  nsbox_strv_free (config->env);
+  nsbox_strv_free (config->command);
   free (config->seccomp_policy);
   free (config->store);
-  nsbox_strings_free (config->base_env);
+  nsbox_strv_free (config->base_env);
   free (config);
 }
 
@@ -655,9 +604,9 @@ nsbox_config_new (struct nsbox_error **err)
   config->strict = false;
   config->image = strdup ("python:3.12-slim");
   config->network = strdup ("none");
-  config->env = string_list_dup (default_env, ARRAY_SIZE (default_env));
+  config->env = nsbox_strv_dup (default_env, ARRAY_SIZE (default_env));
   config->env_len = ARRAY_SIZE (default_env);
-  config->command = string_list_dup (default_command, ARRAY_SIZE (default_command));
+  config->command = nsbox_strv_dup (default_command, ARRAY_SIZE (default_command));
   config->command_len = ARRAY_SIZE (default_command);
   if (!config->image || !config->network || !config->env || !config->command)
     {
@@ -681,9 +630,9 @@ nsbox_config_set_base_env (nsbox_config *config, const char *const *env, size_t 
                            struct nsbox_error **err)
 {
   char **copy = NULL;
-  if (env && !(copy = string_list_dup (env, len)))
+  if (env && !(copy = nsbox_strv_dup (env, len)))
     return nsbox_error_oom (err);
-  nsbox_strings_free (config->base_env);
+  nsbox_strv_free (config->base_env);
   config->base_env = copy;
   config->base_env_len = env ? len : 0;
   return 0;
@@ -713,10 +662,10 @@ nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
   copy->base_env = NULL;
   if (config->base_env
       && !(copy->base_env
-           = string_list_dup ((const char *const *)config->base_env, config->base_env_len)))
+           = nsbox_strv_dup ((const char *const *)config->base_env, config->base_env_len)))
     failed = true;
-  copy->env = string_list_dup ((const char *const *)config->env, config->env_len);
-  copy->command = string_list_dup ((const char *const *)config->command, config->command_len);
+  copy->env = nsbox_strv_dup ((const char *const *)config->env, config->env_len);
+  copy->command = nsbox_strv_dup ((const char *const *)config->command, config->command_len);
   if (failed || !copy->env || !copy->command)
     {
       nsbox_error_oom (err);
@@ -752,10 +701,10 @@ nsbox_config_set_command (nsbox_config *config, size_t argc, const char *const *
       return nsbox_error_set (err, EINVAL, "'command' argument %zu is missing", i);
   if (argv[0][0] == '\0')
     return nsbox_error_set (err, EINVAL, "the program in 'command' must not be empty");
-  char **command = string_list_dup (argv, argc);
+  char **command = nsbox_strv_dup (argv, argc);
   if (!command)
     return nsbox_error_oom (err);
-  nsbox_strings_free (config->command);
+  nsbox_strv_free (config->command);
   config->command = command;
   config->command_len = argc;
   return 0;

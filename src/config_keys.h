@@ -52,9 +52,6 @@ unsigned nsbox_config_key_index (const struct config_key *key) NSBOX_INTERNAL;
 /* `value` for a message: at most SHOWN_VALUE_MAX bytes, escaped. */
 void nsbox_config_show_value (const char *value, char *shown, size_t size) NSBOX_INTERNAL;
 
-void nsbox_strings_free (char **items) NSBOX_INTERNAL;
-/* Appends item (taken) to a NULL-terminated list. */
-int nsbox_strings_append (char ***items, size_t *count, char *item) NSBOX_INTERNAL;
 /* The length of the NAME of "NAME=VALUE", 0 when it is not a valid name. */
 size_t nsbox_env_name_length (const char *text) NSBOX_INTERNAL;
 

@@ -240,10 +240,8 @@ load_env_mapping (struct config_loader *loader, const struct config_key *key)
                        xasprintf ("duplicate key '%s' in '%s'", seen[i], key->name));
       if (r < 0 || (r = load_env_pair (loader, key, &name)) < 0)
         break;
-      char *copy = strdup (text);
-      if (!copy || nsbox_strings_append (&seen, &seen_len, copy) < 0)
+      if (nsbox_strv_append (&seen, &seen_len, strdup (text)) < 0)
         {
-          free (copy);
           r = nsbox_error_oom (loader->err);
           break;
         }
@@ -330,15 +328,13 @@ load_command_list (struct config_loader *loader, const struct config_key *key,
                        xasprintf ("too many entries in '%s' (at most %d)", key->name, COMMAND_MAX));
           break;
         }
-      char *copy = strdup (text);
-      if (!copy || nsbox_strings_append (&argv, &argc, copy) < 0)
+      if (nsbox_strv_append (&argv, &argc, strdup (text)) < 0)
         {
-          free (copy);
           r = nsbox_error_oom (loader->err);
           break;
         }
     }
-  nsbox_strings_free (argv);
+  nsbox_strv_free (argv);
   return r;
 }
 

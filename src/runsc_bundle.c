@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,31 +378,19 @@ remove_tree (const char *dir)
 
 /* A launcher killed with SIGKILL took its gVisor processes with it (PID
  * namespace) but could not remove its work dir: the next run does. Only
- * directories we own (nobody else can create them for us to remove) of
- * launchers that are gone. */
+ * directories we own (nobody else can create them for us to remove). */
 static void
-sweep_stale (const char *base)
+remove_stale (int dir_fd, const char *name)
 {
-  DIR *d = opendir (base);
-  if (!d)
+  struct stat st;
+  if (fstatat (dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR (st.st_mode)
+      || st.st_uid != geteuid ())
     return;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      int pid = 0;
-      struct stat st;
-      if (sscanf (e->d_name, "nsbox-runsc-%d-", &pid) != 1 || pid <= 0 || pid == getpid ()
-          || (kill (pid, 0) == 0 || errno != ESRCH)
-          || fstatat (dirfd (d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR (st.st_mode)
-          || st.st_uid != geteuid ())
-        continue;
-      int fd = openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd < 0)
-        continue;
-      remove_below (fd);
-      unlinkat (dirfd (d), e->d_name, AT_REMOVEDIR);
-    }
-  closedir (d);
+  int fd = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  remove_below (fd);
+  unlinkat (dir_fd, name, AT_REMOVEDIR);
 }
 
 /* Layout, when nsbox is root (gVisor runs as host uid 65534):
@@ -426,7 +413,7 @@ make_workdir (struct nsbox_runsc_bundle *b, struct nsbox_error **err)
                    && access ("/dev/shm", W_OK | X_OK) == 0
                ? "/dev/shm"
                : "/tmp";
-  sweep_stale (base);
+  nsbox_sweep_stale (base, "nsbox-runsc-", remove_stale);
   /* The launcher's pid in the name: observers (and the tests) can tell
    * whose gVisor processes they see. */
   if (!(b->workdir = xasprintf ("%s/nsbox-runsc-%d-XXXXXX", base, (int)getpid ())))

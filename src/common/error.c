@@ -42,11 +42,9 @@ error_store (struct nsbox_error **err, int code, char *message)
 int
 nsbox_error_set (struct nsbox_error **err, int code, const char *fmt, ...)
 {
-  char *message = NULL;
   va_list ap;
   va_start (ap, fmt);
-  if (vasprintf (&message, fmt, ap) < 0)
-    message = NULL;
+  char *message = vxasprintf (fmt, ap);
   va_end (ap);
   return error_store (err, code, message);
 }
@@ -60,16 +58,27 @@ nsbox_error_oom (struct nsbox_error **err)
 int
 nsbox_error_sys (struct nsbox_error **err, int code, const char *fmt, ...)
 {
-  cleanup_free char *head = NULL;
-  char *message = NULL;
   va_list ap;
   va_start (ap, fmt);
-  if (vasprintf (&head, fmt, ap) < 0)
-    head = NULL;
+  cleanup_free char *head = vxasprintf (fmt, ap);
   va_end (ap);
-  if (head && asprintf (&message, "%s: %s", head, strerror (code)) < 0)
-    message = NULL;
-  return error_store (err, code, message);
+  return error_store (err, code, head ? xasprintf ("%s: %s", head, strerror (code)) : NULL);
+}
+
+/* Replaces e's message by "HEAD: MESSAGE" (or "MESSAGE; TAIL"); out of
+ * memory, the message stays as it was. */
+static int
+error_rewrite (struct nsbox_error *e, const char *head, const char *tail)
+{
+  char *message = head   ? xasprintf ("%s: %s", head, e->message)
+                  : tail ? xasprintf ("%s; %s", e->message, tail)
+                         : NULL;
+  if (message)
+    {
+      free (e->message);
+      e->message = message;
+    }
+  return -e->code;
 }
 
 int
@@ -77,22 +86,13 @@ nsbox_error_prefix (struct nsbox_error **err, const char *fmt, ...)
 {
   if (!err || !*err)
     return -EIO;
-  struct nsbox_error *e = *err;
-  if (e == &oom_error)
+  if (*err == &oom_error)
     return -ENOMEM;
-  cleanup_free char *head = NULL;
   va_list ap;
   va_start (ap, fmt);
-  if (vasprintf (&head, fmt, ap) < 0)
-    head = NULL;
+  cleanup_free char *head = vxasprintf (fmt, ap);
   va_end (ap);
-  char *message = NULL;
-  if (head && asprintf (&message, "%s: %s", head, e->message) >= 0)
-    {
-      free (e->message);
-      e->message = message;
-    }
-  return -e->code;
+  return error_rewrite (*err, head, NULL);
 }
 
 int
@@ -100,20 +100,11 @@ nsbox_error_append (struct nsbox_error **err, const char *fmt, ...)
 {
   if (!err || !*err || *err == &oom_error)
     return -ENOMEM;
-  struct nsbox_error *e = *err;
-  cleanup_free char *tail = NULL;
   va_list ap;
   va_start (ap, fmt);
-  if (vasprintf (&tail, fmt, ap) < 0)
-    tail = NULL;
+  cleanup_free char *tail = vxasprintf (fmt, ap);
   va_end (ap);
-  char *message = tail ? xasprintf ("%s; %s", e->message, tail) : NULL;
-  if (message)
-    {
-      free (e->message);
-      e->message = message;
-    }
-  return -e->code;
+  return error_rewrite (*err, NULL, tail);
 }
 
 const char *

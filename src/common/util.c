@@ -1,7 +1,10 @@
 /* Helpers of the base layer: see util.h. */
 #include "util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,15 +12,64 @@
 #include "error.h"
 
 char *
-xasprintf (const char *fmt, ...)
+vxasprintf (const char *fmt, va_list ap)
 {
   char *s = NULL;
-  va_list ap;
-  va_start (ap, fmt);
   if (vasprintf (&s, fmt, ap) < 0)
     s = NULL;
+  return s;
+}
+
+char *
+xasprintf (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  char *s = vxasprintf (fmt, ap);
   va_end (ap);
   return s;
+}
+
+void
+nsbox_strv_free (char **strv)
+{
+  if (!strv)
+    return;
+  for (char **s = strv; *s; s++)
+    free (*s);
+  free (strv);
+}
+
+char **
+nsbox_strv_dup (const char *const *strv, size_t count)
+{
+  char **copy = calloc (count + 1, sizeof *copy);
+  if (!copy)
+    return NULL;
+  for (size_t i = 0; i < count; i++)
+    if (!(copy[i] = strdup (strv[i])))
+      {
+        nsbox_strv_free (copy);
+        return NULL;
+      }
+  return copy;
+}
+
+int
+nsbox_strv_append (char ***strv, size_t *count, char *item)
+{
+  if (!item)
+    return -ENOMEM;
+  char **grown = realloc (*strv, (*count + 2) * sizeof *grown);
+  if (!grown)
+    {
+      free (item);
+      return -ENOMEM;
+    }
+  grown[(*count)++] = item;
+  grown[*count] = NULL;
+  *strv = grown;
+  return 0;
 }
 
 int
@@ -75,4 +127,29 @@ nsbox_read_file (const char *path, size_t max, const char *what, char **data, si
   *data = TAKE_PTR (buffer);
   *len = used;
   return 0;
+}
+
+void
+nsbox_sweep_stale (const char *dir, const char *prefix,
+                   void (*remove) (int dir_fd, const char *name))
+{
+  DIR *d = opendir (dir);
+  if (!d)
+    return;
+  size_t prefix_len = strlen (prefix);
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      if (strncmp (e->d_name, prefix, prefix_len) != 0)
+        continue;
+      char *end = NULL;
+      errno = 0;
+      long pid = strtol (e->d_name + prefix_len, &end, 10);
+      if (errno || end == e->d_name + prefix_len || *end != '-' || pid <= 0 || pid > INT_MAX
+          || pid == getpid ())
+        continue;
+      if (kill ((pid_t)pid, 0) < 0 && errno == ESRCH)
+        remove (dirfd (d), e->d_name);
+    }
+  closedir (d);
 }

@@ -7,6 +7,7 @@
 #define NSBOX_UTIL_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -43,14 +44,21 @@ fclosep (FILE **f)
     fclose (*f);
 }
 
-/* A NULL-terminated array of strings and the strings. */
+/* String vectors: a NULL-terminated array of strings, owned with them. */
+void nsbox_strv_free (char **strv) NSBOX_INTERNAL;
+
+/* A copy of the first count strings of strv, or NULL when out of memory. */
+char **nsbox_strv_dup (const char *const *strv, size_t count) NSBOX_INTERNAL;
+
+/* Appends item to *strv, which holds *count strings, taking item even on
+ * failure (it is freed then); a NULL item, such as a failed strdup, is
+ * -ENOMEM. 0, or -ENOMEM with *strv and *count unchanged. */
+int nsbox_strv_append (char ***strv, size_t *count, char *item) NSBOX_INTERNAL;
+
 static inline void
 strvfreep (char ***strv)
 {
-  if (*strv)
-    for (char **s = *strv; *s; s++)
-      free (*s);
-  free (*strv);
+  nsbox_strv_free (*strv);
 }
 
 static inline void
@@ -90,6 +98,8 @@ nsbox_config_freep (nsbox_config **config)
 
 /* asprintf that returns the string, or NULL when out of memory. */
 char *xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2))) NSBOX_INTERNAL;
+char *vxasprintf (const char *fmt, va_list ap)
+    __attribute__ ((format (printf, 1, 0))) NSBOX_INTERNAL;
 
 /* Writes all of data to fd, retrying short writes and EINTR: 0, or -errno
  * (-EIO when the fd takes nothing). */
@@ -100,6 +110,13 @@ int nsbox_write_all (int fd, const void *data, size_t len) NSBOX_INTERNAL;
  * WHAT 'PATH': ...", "WHAT 'PATH' is larger than N MiB" (or bytes; EFBIG). */
 int nsbox_read_file (const char *path, size_t max, const char *what, char **data, size_t *len,
                      struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* A launcher killed with SIGKILL cannot remove what it made for its run
+ * (cgroups, a runsc work dir), named PREFIX<its pid>-...: this calls
+ * remove(dirfd, name) for each such entry of dir whose launcher is gone,
+ * for the next run to clean up. */
+void nsbox_sweep_stale (const char *dir, const char *prefix,
+                        void (*remove) (int dir_fd, const char *name)) NSBOX_INTERNAL;
 
 #endif
 

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -261,6 +263,111 @@ Test (process, no_runsc_process_survives_a_killed_launcher, .timeout = 60)
   int left = wait_runsc_processes (job.pid, 0, 5000, desc, sizeof desc);
   RUN_ASSERT (&out, left == 0, "%d runsc process(es) outlived the killed launcher: %s", left, desc);
   run_out_free (&out);
+}
+
+/* The entry of dir whose name starts with prefix, or NULL. */
+static char *
+find_entry (const char *dir, const char *prefix)
+{
+  DIR *d = opendir (dir);
+  cr_assert_not_null (d, "opendir '%s': %s", dir, strerror (errno));
+  char *found = NULL;
+  struct dirent *e;
+  while (!found && (e = readdir (d)))
+    if (strncmp (e->d_name, prefix, strlen (prefix)) == 0)
+      cr_assert (asprintf (&found, "%s/%s", dir, e->d_name) > 0);
+  closedir (d);
+  return found;
+}
+
+static void
+make_dir (const char *path, uid_t uid, gid_t gid)
+{
+  cr_assert (mkdir (path, 0755) == 0, "mkdir '%s': %s", path, strerror (errno));
+  cr_assert (chown (path, uid, gid) == 0, "chown '%s': %s", path, strerror (errno));
+}
+
+/* A launcher killed with SIGKILL cannot remove its runsc work directory;
+ * the next run does, without following a symlink planted in it, and leaves
+ * alone the directories of launchers still running and, as root, those it
+ * does not own. TMPDIR puts the work directories where the test sees only
+ * its own. */
+Test (process, the_next_runsc_run_removes_a_killed_launcher_s_work_dir, .timeout = 120)
+{
+  NSBOX_SKIP_UNLESS (runsc_installed (), "no runsc binary (apt-get install runsc)");
+  /* The launcher's ids: the test user's in the unprivileged pass. */
+  uid_t uid = geteuid ();
+  gid_t gid = getegid ();
+  if (harness_test_user ())
+    {
+      struct passwd *pw = getpwnam (harness_test_user ());
+      cr_assert_not_null (pw, "no user %s", harness_test_user ());
+      uid = pw->pw_uid;
+      gid = pw->pw_gid;
+    }
+  char *base = make_public_dir ();
+  cr_assert (chown (base, uid, gid) == 0, "chown '%s': %s", base, strerror (errno));
+  cr_assert (setenv ("TMPDIR", base, 1) == 0);
+  const char *const args[] = { "--runtime", "runsc", "--timeout", "30s", NULL };
+  const char *code = "import time\ntime.sleep(60)\n";
+  struct run_job job;
+  run_cli_spawn (args, true, &job);
+  run_job_feed (&job, code, strlen (code));
+  char desc[1024];
+  int seen = wait_runsc_processes (job.pid, 3, (int)harness_scaled (10000), desc, sizeof desc);
+  cr_assert (seen >= 3, "runsc, gofer and sentry not all seen (%d: %s)", seen, desc);
+  kill (job.pid, SIGKILL);
+  struct run_out killed;
+  run_cli_wait (&job, NULL, 0, &killed);
+  run_out_free (&killed);
+  cr_assert (wait_runsc_processes (job.pid, 0, (int)harness_scaled (5000), desc, sizeof desc) == 0,
+             "runsc processes outlived the killed launcher: %s", desc);
+
+  char prefix[64], path[4096];
+  snprintf (prefix, sizeof prefix, "nsbox-runsc-%d-", (int)job.pid);
+  char *stale = find_entry (base, prefix);
+  cr_assert_not_null (stale, "the killed launcher left no work directory in %s", base);
+  snprintf (path, sizeof path, "%s/victim", base);
+  make_dir (path, uid, gid);
+  snprintf (path, sizeof path, "%s/victim/keep", base);
+  write_text_file (path, "keep\n", 0644);
+  snprintf (path, sizeof path, "%s/planted", stale);
+  char victim[4096];
+  snprintf (victim, sizeof victim, "%s/victim", base);
+  cr_assert (symlink (victim, path) == 0, "symlink '%s': %s", path, strerror (errno));
+  cr_assert (lchown (path, uid, gid) == 0, "chown '%s': %s", path, strerror (errno));
+  snprintf (path, sizeof path, "%s/deep", stale);
+  for (int i = 0; i < 40; i++)
+    {
+      make_dir (path, uid, gid);
+      strncat (path, "/d", sizeof path - strlen (path) - 1);
+    }
+  char live[4096], foreign[4096];
+  snprintf (live, sizeof live, "%s/nsbox-runsc-%d-live", base, (int)getpid ());
+  make_dir (live, uid, gid);
+  snprintf (foreign, sizeof foreign, "%s/nsbox-runsc-%d-foreign", base, (int)job.pid);
+  /* Only root can give a directory away. */
+  bool root = geteuid () == 0;
+  if (root)
+    make_dir (foreign, 12345, 12345);
+
+  struct run_out out;
+  run_cli ("pass\n", 5, (const char *const[]){ "--runtime", "runsc", NULL }, &out);
+  RUN_ASSERT (&out, out.exit_status == 0, "the next run failed");
+  struct stat st;
+  RUN_ASSERT (&out, lstat (stale, &st) < 0 && errno == ENOENT,
+              "the killed launcher's work directory %s is still there", stale);
+  snprintf (path, sizeof path, "%s/victim/keep", base);
+  RUN_ASSERT (&out, lstat (path, &st) == 0, "the sweep followed a planted symlink: %s is gone",
+              path);
+  RUN_ASSERT (&out, lstat (live, &st) == 0, "the sweep removed %s of a live launcher", live);
+  if (root)
+    RUN_ASSERT (&out, lstat (foreign, &st) == 0, "the sweep removed %s, owned by another user",
+                foreign);
+  run_out_free (&out);
+  free (stale);
+  remove_tree (base);
+  free (base);
 }
 
 /* The run's work directory (nsbox-runsc-<launcher>-*) in /dev/shm or /tmp,
