@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
-#include "image.h"
+#include "pull.h"
 #include "nsbox.h"
 #include "store.h"
 #include "util.h"
@@ -125,6 +126,52 @@ log_to_stderr (void *data, const char *message)
   fprintf (stderr, "nsbox-image: %s\n", message);
 }
 
+static double
+now_seconds (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The pull's progress bar, on stderr when it is a terminal; redrawn at
+ * most ten times a second. */
+static void
+draw_progress (void *data, const char *ref, uint64_t done, uint64_t total, bool final)
+{
+  double *last = data;
+  double now = now_seconds ();
+  if (!final && now - *last < 0.1)
+    return;
+  *last = now;
+  enum
+  {
+    WIDTH = 30
+  };
+  int filled = total ? (int)((double)done / (double)total * WIDTH) : WIDTH;
+  char bar[WIDTH + 1];
+  for (int i = 0; i < WIDTH; i++)
+    bar[i] = i < filled ? '#' : '.';
+  bar[WIDTH] = '\0';
+  fprintf (stderr, "\r%s [%s] %6.1f/%.1f MB%s", ref, bar, (double)done / 1e6, (double)total / 1e6,
+           final ? "\n" : "");
+  fflush (stderr);
+}
+
+static double progress_last;
+
+static struct nsbox_pull_options
+pull_options (void)
+{
+  struct nsbox_pull_options options = { 0 };
+  if (isatty (STDERR_FILENO))
+    {
+      options.progress = draw_progress;
+      options.progress_data = &progress_last;
+    }
+  return options;
+}
+
 static int
 cmd_pull (struct nsbox_store *store, int argc, char **argv)
 {
@@ -133,7 +180,7 @@ cmd_pull (struct nsbox_store *store, int argc, char **argv)
     { "insecure-registry", required_argument, NULL, 'i' },
     { NULL, 0, NULL, 0 },
   };
-  struct nsbox_pull_options options = { .progress = isatty (STDERR_FILENO) };
+  struct nsbox_pull_options options = pull_options ();
   cleanup_free const char **insecure = calloc ((size_t)argc + 1, sizeof *insecure);
   size_t n_insecure = 0;
   if (!insecure)
@@ -240,6 +287,18 @@ cmd_rootfs (struct nsbox_store *store, int argc, char **argv)
   return EXIT_OK;
 }
 
+/* resolve --pass-lock's failure: the message on the socket, for nsbox. */
+static int
+answer_error (struct nsbox_error *error)
+{
+  cleanup_free char *answer = xasprintf ("E %s", nsbox_error_message (error));
+  if (!answer || nsbox_write_all (STDOUT_FILENO, answer, strlen (answer) + 1) < 0)
+    fprintf (stderr, "nsbox-image: %s\n", nsbox_error_message (error));
+  int status = exit_status (error);
+  nsbox_error_free (error);
+  return status;
+}
+
 /* Sends the store's lock fd over stdout, a unix socket, with one byte: the
  * receiver holds the shared lock from before the image was resolved for as
  * long as it keeps the fd. */
@@ -276,17 +335,17 @@ pass_lock (struct nsbox_store *store)
   return EXIT_FAILURE_OTHER;
 }
 
-/* For `nsbox run --image` (src/cli.c): the nsbox CLI resolves images
- * through this command so that it does not load libcurl and libarchive
- * (48 shared libraries, several milliseconds) on every run. Output, each
- * item NUL-terminated: the store root, the rootfs path, then the image
- * config's Env entries. With --pass-lock (stdout a unix socket) the store's
- * shared lock comes first (see pass_lock): resolving and locking are one
- * step, and `gc` cannot remove the tree before the run ends. */
+/* For `nsbox run --image` (src/image_tool.c): the nsbox CLI resolves
+ * images through this command so that it does not load libcurl and
+ * libarchive on every run. Output, each item NUL-terminated: the store
+ * root, the rootfs path, then the image config's Env entries. With
+ * --pass-lock (stdout a unix socket) the store's shared lock comes first
+ * (see pass_lock): resolving and locking are one step, and `gc` cannot
+ * remove the tree before the run ends; and a failure is an answer on the
+ * socket too, "E " and the message, for nsbox to report as its own. */
 static int
 cmd_resolve (struct nsbox_store *store, int argc, char **argv)
 {
-  static const char *const policies[] = { "missing", "always", "never" };
   enum nsbox_pull_policy policy = NSBOX_PULL_MISSING;
   bool send_lock = false;
   if (argc >= 2 && strcmp (argv[1], "--pass-lock") == 0)
@@ -297,33 +356,25 @@ cmd_resolve (struct nsbox_store *store, int argc, char **argv)
     }
   if (argc == 4 && strcmp (argv[1], "--pull") == 0)
     {
-      size_t i = 0;
-      while (i < ARRAY_SIZE (policies) && strcmp (argv[2], policies[i]) != 0)
-        i++;
-      if (i == ARRAY_SIZE (policies))
+      if (nsbox_pull_policy_parse (argv[2], &policy) < 0)
         return usage_error ("--pull takes missing, always or never, not '%s'", argv[2]);
-      policy = (enum nsbox_pull_policy)i;
       argv += 2;
       argc -= 2;
     }
   if (argc != 2)
     return usage_error ("resolve takes [--pass-lock] [--pull POLICY] and one image reference");
-  struct nsbox_pull_options options = { .progress = isatty (STDERR_FILENO) };
+  struct nsbox_pull_options options = pull_options ();
   struct nsbox_error *error = NULL;
   cleanup_free char *rootfs = NULL;
-  char **env = NULL;
+  cleanup_strv char **env = NULL;
   if (nsbox_image_resolve (store, argv[1], policy, &options, &rootfs, &env, &error) < 0)
-    return report (error);
+    return send_lock ? answer_error (error) : report (error);
   int ret = send_lock ? pass_lock (store) : EXIT_OK;
   if (ret != EXIT_OK)
-    {
-      nsbox_strv_free (env);
-      return ret;
-    }
+    return ret;
   printf ("%s%c%s%c", nsbox_store_root (store), 0, rootfs, 0);
   for (char **e = env; e && *e; e++)
     printf ("%s%c", *e, 0);
-  nsbox_strv_free (env);
   return EXIT_OK;
 }
 

@@ -1,8 +1,9 @@
 /* nsbox_image_resolve: REF -> unpacked rootfs and image Env, pulling per
- * policy. See image.h. */
-#include "image.h"
+ * policy (pull.h); nsbox_image_hold, the in-process side of image.h. */
+#include "pull.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 
 #include "error.h"
@@ -49,4 +50,26 @@ nsbox_image_resolve (struct nsbox_store *store, const char *ref, enum nsbox_pull
   if (env)
     *env = strv;
   return 0;
+}
+
+int
+nsbox_image_hold (const char *store_root, const char *ref, enum nsbox_pull_policy policy,
+                  struct nsbox_image *image, struct nsbox_error **err)
+{
+  *image = (struct nsbox_image){ .lock_fd = -1 };
+  struct nsbox_store *store = NULL;
+  int ret = nsbox_store_open (store_root, &store, err);
+  if (ret < 0)
+    return ret;
+  struct nsbox_pull_options options = { 0 };
+  ret = nsbox_image_resolve (store, ref, policy, &options, &image->rootfs, &image->env, err);
+  /* The store took its shared lock when it opened: a duplicate of that fd
+   * shares the lock and outlives the store. */
+  if (ret == 0 && (image->lock_fd = fcntl (nsbox_store_lock_fd (store), F_DUPFD_CLOEXEC, 3)) < 0)
+    ret = nsbox_error_sys (err, errno, "hold the lock of image store '%s'",
+                           nsbox_store_root (store));
+  nsbox_store_close (store);
+  if (ret < 0)
+    nsbox_image_release (image);
+  return ret;
 }

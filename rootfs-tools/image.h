@@ -1,11 +1,20 @@
-/* Pulling images from a registry (registry.c) and resolving a reference for
- * `nsbox run --image` (image.c). */
+/* The image store as the sandbox side (src/) sees it, its one interface:
+ * an image reference held as an unpacked rootfs, the image config's Env and
+ * the store's shared lock, so that `nsbox-image gc` cannot remove the tree
+ * while a sandbox runs it.
+ *
+ * Two implementations, chosen at link time: image.c resolves in process
+ * (libnsbox); src/image_tool.c asks `nsbox-image resolve --pass-lock` (the
+ * nsbox CLI, which so loads neither libcurl nor libarchive on every run). */
 #ifndef NSBOX_IMAGE_H
 #define NSBOX_IMAGE_H
 
-#include <stdbool.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
 
-#include "store.h"
+#include "error.h"
+#include "util.h"
 
 enum nsbox_pull_policy
 {
@@ -14,22 +23,48 @@ enum nsbox_pull_policy
   NSBOX_PULL_NEVER,
 };
 
-struct nsbox_pull_options
+static const char *const nsbox_pull_policy_names[] = { "missing", "always", "never" };
+
+static inline const char *
+nsbox_pull_policy_name (enum nsbox_pull_policy policy)
 {
-  const char *platform;                   /* "linux/amd64", "linux/arm64/v8"; NULL: the host's */
-  const char *const *insecure_registries; /* plain HTTP allowed (loopback always is) */
-  bool progress;                          /* a progress bar on stderr when it is a TTY */
+  return (size_t)policy < ARRAY_SIZE (nsbox_pull_policy_names) ? nsbox_pull_policy_names[policy]
+                                                               : "?";
+}
+
+/* 0, or -EINVAL when name is none of "missing", "always", "never". */
+static inline int
+nsbox_pull_policy_parse (const char *name, enum nsbox_pull_policy *policy)
+{
+  for (size_t i = 0; i < ARRAY_SIZE (nsbox_pull_policy_names); i++)
+    if (strcmp (name, nsbox_pull_policy_names[i]) == 0)
+      {
+        *policy = (enum nsbox_pull_policy)i;
+        return 0;
+      }
+  return -EINVAL;
+}
+
+struct nsbox_image
+{
+  char *rootfs; /* the unpacked tree; nobody changes it while the lock is held */
+  char **env;   /* the image config's Env, NULL-terminated */
+  int lock_fd;  /* the store's shared lock, taken before REF was resolved */
 };
 
-/* Pulls REF into the store and tags it; verifies everything. Returns the
- * image manifest digest (caller frees) in *manifest_digest when non-NULL. */
-int nsbox_image_pull (struct nsbox_store *store, const char *ref,
-                      const struct nsbox_pull_options *options, char **manifest_digest,
-                      struct nsbox_error **err);
+/* Resolves ref in the image store (NULL: $NSBOX_STORE, else the default),
+ * pulling per policy, and holds it in *image until nsbox_image_release. On
+ * failure *image holds nothing. */
+int nsbox_image_hold (const char *store, const char *ref, enum nsbox_pull_policy policy,
+                      struct nsbox_image *image, struct nsbox_error **err) NSBOX_INTERNAL;
 
-/* REF -> unpacked rootfs path and image Env, pulling according to policy. */
-int nsbox_image_resolve (struct nsbox_store *store, const char *ref, enum nsbox_pull_policy policy,
-                         const struct nsbox_pull_options *options, char **rootfs, char ***env,
-                         struct nsbox_error **err);
+static inline void
+nsbox_image_release (struct nsbox_image *image)
+{
+  free (TAKE_PTR (image->rootfs));
+  nsbox_strv_free (TAKE_PTR (image->env));
+  closep (&image->lock_fd);
+  image->lock_fd = -1;
+}
 
 #endif

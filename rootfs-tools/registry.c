@@ -10,7 +10,7 @@
 #include <openssl/evp.h>
 
 #include "fuzz-entry.h"
-#include "image.h"
+#include "pull.h"
 #include "platform.h"
 #include "registry.h"
 #include "util.h"
@@ -159,7 +159,8 @@ registry_init (struct registry *reg, struct nsbox_store *store, const char *text
     return r;
   reg->store = store;
   reg->insecure = options ? options->insecure_registries : NULL;
-  reg->progress = options && options->progress && isatty (STDERR_FILENO);
+  reg->progress = options ? options->progress : NULL;
+  reg->progress_data = options ? options->progress_data : NULL;
   reg->ref_string = nsbox_reference_string (reg->ref);
   reg->host = strdup (nsbox_reference_registry_host (reg->ref));
   if (!reg->ref_string || !reg->host)
@@ -377,7 +378,7 @@ blob_download (struct registry *reg, const struct descriptor *d, const char *wha
       nsbox_ingest_abort (ingest, true);
       return nsbox_error_set (err, ENOMEM, "out of memory");
     }
-  struct registry_blob_sink sink = { .ingest = ingest, .size = d->size };
+  struct registry_blob_sink sink = { .ingest = ingest, .size = d->size, .counted = counted };
   struct registry_response resp = { .body_max = REGISTRY_MAX_SMALL_BYTES, .content_length = -1 };
   unsigned reconnects = 0;
   for (;;)
@@ -524,7 +525,8 @@ pull_image_manifest (struct registry *reg, struct manifest *m, const struct nsbo
       if (r >= 0 && ds[i].size > MAX_LAYER_BYTES)
         r = nsbox_error_set (err, EFBIG, "layer %s: %lld bytes is over the limit", ds[i].digest,
                              (long long)ds[i].size);
-      if (r >= 0 && !nsbox_store_has_blob (reg->store, ds[i].digest))
+      /* Layers already in the store count as done. */
+      if (r >= 0)
         reg->progress_total += (uint64_t)ds[i].size;
     }
   cleanup_free char *config_data = NULL;
@@ -536,7 +538,7 @@ pull_image_manifest (struct registry *reg, struct manifest *m, const struct nsbo
   for (size_t i = 0; i < n && r >= 0; i++)
     r = blob_download (reg, &ds[i], "layer", true, err);
   free (ds);
-  registry_progress_draw (reg, true);
+  registry_progress_report (reg, true);
   if (r < 0)
     return nsbox_error_prefix (err, "pull '%s'", reg->ref_string);
   return 0;

@@ -13,6 +13,7 @@
 #include "auth.h"
 #include "error.h"
 #include "reference.h"
+#include "pull.h"
 #include "store.h"
 
 #define REGISTRY_MAX_CHALLENGES 8
@@ -52,6 +53,7 @@ struct registry_blob_sink
 {
   struct nsbox_ingest *ingest;
   int64_t size;
+  bool counted;     /* a layer: its bytes count in the pull's progress */
   bool started;     /* the first byte of this response arrived */
   uint64_t written; /* bytes written by this response */
   int error;        /* -errno that made us abort the transfer */
@@ -76,12 +78,12 @@ struct registry
   struct nsbox_credentials credentials;
   bool have_credentials;
   char *last_warning; /* Warning: 299 texts are logged once */
-  /* progress on stderr */
-  bool progress;
-  uint64_t progress_done;  /* bytes of finished blobs */
-  uint64_t progress_total; /* bytes to download */
-  uint64_t progress_current;
-  double progress_last;
+  /* progress, reported through the caller's function */
+  nsbox_pull_progress_fn progress;
+  void *progress_data;
+  uint64_t progress_done;    /* bytes of finished blobs */
+  uint64_t progress_total;   /* bytes of the layers */
+  uint64_t progress_current; /* of the layer downloading */
   /* counters (also for tests) */
   unsigned manifest_requests;
   unsigned blob_requests;
@@ -120,6 +122,6 @@ NSBOX_INTERNAL int registry_status_error (struct registry *reg,
                                           const struct registry_response *resp, const char *what,
                                           struct nsbox_error **err);
 
-NSBOX_INTERNAL void registry_progress_draw (struct registry *reg, bool final);
+NSBOX_INTERNAL void registry_progress_report (struct registry *reg, bool final);
 
 #endif

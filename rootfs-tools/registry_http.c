@@ -278,7 +278,8 @@ on_body (char *data, size_t size, size_t nmemb, void *userdata)
           return 0;
         }
       sink->written += len;
-      x->reg->progress_current = offset + len;
+      if (sink->counted)
+        x->reg->progress_current = offset + len;
       return len;
     }
   size_t max = resp->body_max ? resp->body_max : REGISTRY_MAX_SMALL_BYTES;
@@ -306,26 +307,14 @@ now_seconds (void)
 }
 
 void
-registry_progress_draw (struct registry *reg, bool final)
+registry_progress_report (struct registry *reg, bool final)
 {
   if (!reg->progress || reg->progress_total == 0)
     return;
-  double now = now_seconds ();
-  if (!final && now - reg->progress_last < 0.1)
-    return;
-  reg->progress_last = now;
   uint64_t done = reg->progress_done + reg->progress_current;
-  if (done > reg->progress_total)
-    done = reg->progress_total;
-  int width = 30;
-  int filled = (int)((double)done / (double)reg->progress_total * width);
-  char bar[32];
-  for (int i = 0; i < width; i++)
-    bar[i] = i < filled ? '#' : '.';
-  bar[width] = '\0';
-  fprintf (stderr, "\r%s [%s] %6.1f/%.1f MB%s", reg->ref_string, bar, (double)done / 1e6,
-           (double)reg->progress_total / 1e6, final ? "\n" : "");
-  fflush (stderr);
+  reg->progress (reg->progress_data, reg->ref_string,
+                 done < reg->progress_total ? done : reg->progress_total, reg->progress_total,
+                 final);
 }
 
 /* Called at least once a second, also while nothing arrives. A transfer
@@ -355,8 +344,8 @@ on_progress (void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ul
       x->stalled = true;
       return 1;
     }
-  if (x->sink && x->reg->progress)
-    registry_progress_draw (x->reg, false);
+  if (x->sink)
+    registry_progress_report (x->reg, false);
   return 0;
 }
 

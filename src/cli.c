@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "image.h"
 #include "nsbox.h"
 #include "seccomp.h"
 #include "util.h"
@@ -158,161 +159,21 @@ configure (const struct cli *cli, nsbox_config *config)
   return 0;
 }
 
-/* nsbox-image beside this binary, else the one in PATH. */
-static char *
-image_tool_path (void)
-{
-  char self[PATH_MAX];
-  ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0)
-    {
-      self[n] = '\0';
-      char *slash = strrchr (self, '/');
-      char *path = slash ? xasprintf ("%.*s/nsbox-image", (int)(slash - self), self) : NULL;
-      if (path)
-        {
-          if (access (path, X_OK) == 0)
-            return path;
-          free (path);
-        }
-    }
-  return strdup ("nsbox-image");
-}
-
-/* One read of `nsbox-image resolve --pass-lock`'s socket: data into buf,
- * a passed fd into *lock_fd (the first one kept, any other closed). */
-static ssize_t
-receive_some (int sock, char *buf, size_t size, int *lock_fd)
-{
-  union
-  {
-    char buf[CMSG_SPACE (sizeof (int) * 4)];
-    struct cmsghdr align;
-  } control;
-  struct iovec iov = { buf, size };
-  struct msghdr msg = { .msg_iov = &iov,
-                        .msg_iovlen = 1,
-                        .msg_control = control.buf,
-                        .msg_controllen = sizeof control.buf };
-  ssize_t n = recvmsg (sock, &msg, MSG_CMSG_CLOEXEC);
-  for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR (&msg) : NULL; cm; cm = CMSG_NXTHDR (&msg, cm))
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-      for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int); i++)
-        {
-          int fd;
-          memcpy (&fd, CMSG_DATA (cm) + i * sizeof (int), sizeof fd);
-          if (*lock_fd < 0)
-            *lock_fd = fd;
-          else
-            close (fd);
-        }
-  return n;
-}
-
-/* Runs `nsbox-image resolve --pass-lock` on a socket and returns its
- * NUL-separated output and the store lock it passed (the one byte that
- * came with it is the output's first). Its stderr (progress, its own error
- * line) passes through. */
+/* The CLI resolves `image` itself, before it reads the code, and runs the
+ * rootfs with the image's Env as base environment. Linked with
+ * image_tool.c, it asks nsbox-image, which passes the store's shared lock:
+ * `nsbox-image gc` cannot remove the tree before this process exits. */
 static int
-run_image_tool (const char *const *argv, char **out, size_t *out_len, int *lock_fd)
+resolve_image (nsbox_config *config, struct nsbox_image *image)
 {
-  int fds[2];
-  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
-    return fail ("create socket pair: %s", strerror (errno));
-  pid_t pid = fork ();
-  if (pid < 0)
-    return fail ("fork: %s", strerror (errno));
-  if (pid == 0)
-    {
-      dup2 (fds[1], STDOUT_FILENO);
-      execvp (argv[0], (char *const *)argv);
-      fprintf (stderr, "nsbox: cannot run '%s' to resolve the image: %s\n", argv[0],
-               strerror (errno));
-      _exit (EXIT_NSBOX_FAILED);
-    }
-  close (fds[1]);
-  size_t alloc = 65536, used = 0;
-  char *buf = malloc (alloc);
-  ssize_t n = 0;
-  while (buf && (n = receive_some (fds[0], buf + used, alloc - used, lock_fd)) != 0)
-    {
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 || alloc > (4u << 20))
-        break;
-      used += (size_t)n;
-      char *grown = used == alloc ? realloc (buf, alloc *= 2) : buf;
-      if (!grown)
-        free (buf);
-      buf = grown;
-    }
-  close (fds[0]);
-  int status = 0;
-  while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
-    ;
-  if (!buf || n != 0 || !WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    {
-      free (buf);
-      return EXIT_NSBOX_FAILED;
-    }
-  *out = buf;
-  *out_len = used;
-  return 0;
-}
-
-/* The CLI resolves `image` through nsbox-image (so it need not load the
- * registry and archive libraries), then runs the rootfs with the image's
- * Env as base environment. nsbox-image passes the store's shared lock,
- * which it took before resolving: `nsbox-image gc` cannot remove the tree
- * between the resolution and the end of the run (the lock goes with the
- * process). */
-static int
-resolve_image (nsbox_config *config)
-{
-  cleanup_free char *image = nsbox_config_get (config, "image", NULL);
-  cleanup_free char *pull = nsbox_config_get (config, "pull", NULL);
-  cleanup_free char *store = nsbox_config_get (config, "store", NULL);
-  cleanup_free char *tool = image_tool_path ();
-  if (!image || !pull || !store || !tool)
-    return fail ("%s", "out of memory");
-  const char *argv[9];
-  int argc = 0;
-  argv[argc++] = tool;
-  if (*store)
-    {
-      argv[argc++] = "--store";
-      argv[argc++] = store;
-    }
-  argv[argc++] = "resolve";
-  argv[argc++] = "--pass-lock";
-  argv[argc++] = "--pull";
-  argv[argc++] = pull;
-  argv[argc++] = image;
-  argv[argc] = NULL;
-  cleanup_free char *out = NULL;
-  size_t len = 0;
-  /* Held until this process exits (close-on-exec, and the sandbox's init
-   * closes every inherited fd anyway). */
-  int lock_fd = -1;
-  int ret = run_image_tool (argv, &out, &len, &lock_fd);
-  if (ret != 0)
-    return ret;
-  if (lock_fd < 0 || len < 1 || out[0] != 'L')
-    return fail ("'%s resolve %s' did not pass the store's lock", tool, image);
-  /* the lock's byte, the store root, the rootfs, then Env entries, each
-   * but the first NUL-terminated */
-  const char *items[4096];
-  size_t count = 0;
-  for (size_t off = 1; off < len && count < ARRAY_SIZE (items);)
-    {
-      items[count++] = out + off;
-      off += strnlen (out + off, len - off) + 1;
-    }
-  if (count < 2 || out[len - 1] != '\0')
-    return fail ("'%s resolve %s' gave no rootfs", tool, image);
   cleanup_error struct nsbox_error *err = NULL;
-  if (nsbox_config_set (config, "rootfs", items[1], &err) < 0
-      || nsbox_config_set_base_env (config, items + 2, count - 2, &err) < 0)
+  if (nsbox_image_hold (config->store, config->image, config->pull, image, &err) < 0
+      || nsbox_config_set (config, "rootfs", image->rootfs, &err) < 0)
+    return fail ("%s", nsbox_error_message (err));
+  size_t len = 0;
+  while (image->env[len])
+    len++;
+  if (nsbox_config_set_base_env (config, (const char *const *)image->env, len, &err) < 0)
     return fail ("%s", nsbox_error_message (err));
   return 0;
 }
@@ -420,9 +281,10 @@ cmd_run (int argc, char **argv)
   if (!config)
     return fail ("%s", nsbox_error_message (err));
   ret = configure (&cli, config);
-  cleanup_free char *rootfs = ret == 0 ? nsbox_config_get (config, "rootfs", NULL) : NULL;
-  if (ret == 0 && rootfs && !*rootfs)
-    ret = resolve_image (config);
+  /* Held until this process exits. */
+  struct nsbox_image image = { .lock_fd = -1 };
+  if (ret == 0 && !config->rootfs)
+    ret = resolve_image (config, &image);
   cleanup_free char *code = NULL;
   size_t code_len = 0;
   if (ret == 0)
@@ -433,6 +295,7 @@ cmd_run (int argc, char **argv)
   if (ret == 0)
     ret = report (&cli, config, res);
   nsbox_result_free (res);
+  nsbox_image_release (&image);
   nsbox_config_free (config);
   return ret;
 }

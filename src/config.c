@@ -438,26 +438,19 @@ get_seccomp_policy (const nsbox_config *config)
   return strdup (config->seccomp_policy ? config->seccomp_policy : "");
 }
 
-/* Values in the order of enum nsbox_pull_policy. */
-static const char *const pull_names[] = { "missing", "always", "never" };
-
 static int
 set_pull (nsbox_config *config, const struct config_key *key, const char *value,
           struct nsbox_error **err)
 {
-  for (size_t i = 0; i < ARRAY_SIZE (pull_names); i++)
-    if (strcmp (value, pull_names[i]) == 0)
-      {
-        config->pull = (int)i;
-        return 0;
-      }
-  return invalid_value (err, key->name, value, key->expected);
+  if (nsbox_pull_policy_parse (value, &config->pull) < 0)
+    return invalid_value (err, key->name, value, key->expected);
+  return 0;
 }
 
 static char *
 get_pull (const nsbox_config *config)
 {
-  return strdup (pull_names[config->pull]);
+  return strdup (nsbox_pull_policy_name (config->pull));
 }
 
 static int

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "image.h"
 #include "nsbox.h"
 #include "units.h"
 #include "util.h"
@@ -39,9 +40,9 @@ struct nsbox_config
   size_t command_len;
   bool strict;
   char *seccomp_policy; /* path of a policy YAML; NULL: the built-in one */
-  int pull;             /* enum nsbox_pull_policy (rootfs-tools/image.h) */
-  char *store;          /* image store directory; NULL: $NSBOX_STORE or the default */
-  char **base_env;      /* an image's Env resolved outside the library (the CLI), or NULL */
+  enum nsbox_pull_policy pull;
+  char *store;     /* image store directory; NULL: $NSBOX_STORE or the default */
+  char **base_env; /* an image's Env resolved outside the library (the CLI), or NULL */
   size_t base_env_len;
 };
 

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "image.h"
 #include "limit.h"
 #include "result.h"
 #include "runsc.h"
@@ -24,8 +25,6 @@
 #include "spawn.h"
 #include "supervise.h"
 #include "util.h"
-#include "image.h"
-#include "store.h"
 
 /* The environment of a bare rootfs before the configured `env`. */
 static const char *const base_env[] = {
@@ -39,8 +38,7 @@ struct run
   struct nsbox_limits limits;
   char *rootfs;
   char **envp;
-  char **image_env;          /* the image config's Env, when running an image */
-  struct nsbox_store *store; /* held open (shared lock) while the image runs: no gc under it */
+  struct nsbox_image image; /* held while the image runs: no gc under it */
   bool own_bpf;
   struct nsbox_pipes pipes;
 };
@@ -58,10 +56,7 @@ run_release (struct run *r)
     for (char **e = r->envp; *e; e++)
       free (*e);
   free (r->envp);
-  if (r->image_env)
-    nsbox_strv_free (r->image_env);
-  if (r->store)
-    nsbox_store_close (r->store);
+  nsbox_image_release (&r->image);
   nsbox_pipes_close (&r->pipes);
 }
 
@@ -114,10 +109,10 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
       base = (const char *const *)c->base_env;
       nbase = c->base_env_len;
     }
-  else if (r->image_env)
+  else if (r->image.env)
     {
-      base = (const char *const *)r->image_env;
-      for (nbase = 0; r->image_env[nbase]; nbase++)
+      base = (const char *const *)r->image.env;
+      for (nbase = 0; r->image.env[nbase]; nbase++)
         ;
     }
   size_t n = 0;
@@ -135,32 +130,6 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
     if (strncmp (*e, "PATH=", 5) == 0)
       r->plan.path_search = *e + 5;
   return 0;
-}
-
-/* Image support (rootfs-tools: libcurl, libarchive) is linked into
- * libnsbox.so, but a program linking libnsbox.a without calling it (the
- * nsbox CLI, which resolves images through nsbox-image) does not pull it in:
- * weak references do not extract archive members. */
-#pragma weak nsbox_store_open
-#pragma weak nsbox_store_close
-#pragma weak nsbox_image_resolve
-#pragma weak nsbox_strv_free
-
-/* `image`: resolved through the store, pulled per `pull`. */
-static int
-resolve_image (struct run *r, const struct nsbox_config *c, char **rootfs, struct nsbox_error **err)
-{
-  if (!nsbox_store_open || !nsbox_image_resolve)
-    return nsbox_error_set (err, ENOTSUP,
-                            "image '%s': this program was linked without image "
-                            "support (set 'rootfs', or link libnsbox.so)",
-                            c->image);
-  int ret = nsbox_store_open (c->store, &r->store, err);
-  if (ret < 0)
-    return ret;
-  struct nsbox_pull_options options = { 0 };
-  return nsbox_image_resolve (r->store, c->image, (enum nsbox_pull_policy)c->pull, &options, rootfs,
-                              &r->image_env, err);
 }
 
 /* The built-in policy was compiled to BPF at build time. */
@@ -212,11 +181,11 @@ locate_launcher_strings (struct nsbox_plan *plan)
 static int
 prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
 {
-  cleanup_free char *image_rootfs = NULL;
   int ret = 0;
-  if (!c->rootfs && (ret = resolve_image (r, c, &image_rootfs, err)) < 0)
+  /* `image`: resolved through the store, pulled per `pull`. */
+  if (!c->rootfs && (ret = nsbox_image_hold (c->store, c->image, c->pull, &r->image, err)) < 0)
     return ret;
-  ret = check_rootfs (r, c->rootfs ? c->rootfs : image_rootfs, err);
+  ret = check_rootfs (r, c->rootfs ? c->rootfs : r->image.rootfs, err);
   if (ret < 0 || (ret = build_env (r, c, err)) < 0 || (ret = prepare_filter (r, c, err)) < 0)
     return ret;
   r->plan.argv = c->command;
@@ -307,6 +276,7 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
     return ret;
   struct run r;
   memset (&r, 0, sizeof r);
+  r.image.lock_fd = -1;
   nsbox_limits_init (&r.limits);
   nsbox_pipes_init (&r.pipes);
   struct nsbox_result *res = calloc (1, sizeof *res);

@@ -16,7 +16,7 @@
 
 #include "auth.h"
 #include "error.h"
-#include "image.h"
+#include "pull.h"
 #include "servers.h"
 #include "store.h"
 

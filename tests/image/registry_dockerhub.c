@@ -20,7 +20,7 @@
 #include <jansson.h>
 
 #include "error.h"
-#include "image.h"
+#include "pull.h"
 #include "servers.h"
 #include "store.h"
 

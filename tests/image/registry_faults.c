@@ -21,7 +21,7 @@
 
 #include "error.h"
 #include "harness.h"
-#include "image.h"
+#include "pull.h"
 #include "image_helpers.h"
 #include "servers.h"
 #include "store.h"

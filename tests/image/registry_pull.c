@@ -18,7 +18,7 @@
 #include <jansson.h>
 
 #include "error.h"
-#include "image.h"
+#include "pull.h"
 #include "servers.h"
 #include "registry.h"
 #include "store.h"
@@ -421,6 +421,14 @@ Test (registry_pull, killed_pull_resumes_with_a_range_request, .timeout = 90)
   free (slow_ref);
 }
 
+static const char *
+image_tool (void)
+{
+  const char *bin = getenv ("NSBOX_IMAGE_BIN");
+  return bin && *bin ? bin : "build/nsbox-image";
+}
+
+/* nsbox-image draws the bar, from the library's progress reports. */
 Test (registry_pull, progress_bar_is_drawn_on_a_terminal, .timeout = 60)
 {
   struct server reg;
@@ -432,11 +440,8 @@ Test (registry_pull, progress_bar_is_drawn_on_a_terminal, .timeout = 60)
   cr_assert (pid >= 0, "forkpty: %s", strerror (errno));
   if (pid == 0)
     {
-      struct nsbox_store *s = NULL;
-      struct nsbox_pull_options o = { .progress = true };
-      if (nsbox_store_open (root, &s, NULL) < 0)
-        _exit (2);
-      _exit (nsbox_image_pull (s, ref, &o, NULL, NULL) < 0 ? 1 : 0);
+      execl (image_tool (), "nsbox-image", "--store", root, "pull", ref, (char *)NULL);
+      _exit (127);
     }
   char out[65536];
   size_t len = 0;
@@ -457,32 +462,71 @@ Test (registry_pull, progress_bar_is_drawn_on_a_terminal, .timeout = 60)
   free (ref);
 }
 
-Test (registry_pull, no_progress_bar_without_a_terminal, .timeout = 60)
+struct progress_seen
+{
+  uint64_t calls, done, total, finals;
+  bool backwards;
+};
+
+static void
+note_progress (void *data, const char *ref, uint64_t done, uint64_t total, bool final)
+{
+  (void)ref;
+  struct progress_seen *seen = data;
+  seen->backwards |= done < seen->done;
+  seen->calls++;
+  seen->done = done;
+  seen->total = total;
+  seen->finals += final;
+}
+
+/* The library reports progress through the caller's function, up to all
+ * of it, and never writes to stderr itself, a terminal or not. */
+Test (registry_pull, progress_is_reported_never_printed, .timeout = 60)
 {
   struct server reg;
   registry_start (&reg, fixture_storage_copy (), NULL);
-  char *ref = ref_at (reg.port, "test/img:t");
-  int pipefd[2];
-  cr_assert (pipe (pipefd) == 0);
-  pid_t pid = fork ();
-  cr_assert (pid >= 0);
+  char *ref = ref_at (reg.port, "test/big:t");
+  int master = -1;
+  pid_t pid = forkpty (&master, NULL, NULL, NULL);
+  cr_assert (pid >= 0, "forkpty: %s", strerror (errno));
   if (pid == 0)
     {
-      dup2 (pipefd[1], 2);
       struct nsbox_store *s = NULL;
-      struct nsbox_pull_options o = { .progress = true };
+      struct progress_seen seen = { 0 };
+      struct nsbox_pull_options o = { .progress = note_progress, .progress_data = &seen };
       if (nsbox_store_open (test_path ("store"), &s, NULL) < 0)
         _exit (2);
-      _exit (nsbox_image_pull (s, ref, &o, NULL, NULL) < 0 ? 1 : 0);
+      int r = nsbox_image_pull (s, ref, &o, NULL, NULL);
+      /* Reported after the pull, on the terminal: the only output. */
+      dprintf (STDOUT_FILENO, "calls %llu done %llu total %llu finals %llu backwards %d\n",
+               (unsigned long long)seen.calls, (unsigned long long)seen.done,
+               (unsigned long long)seen.total, (unsigned long long)seen.finals, seen.backwards);
+      _exit (r < 0 ? 1 : 0);
     }
-  close (pipefd[1]);
-  char out[4096];
-  ssize_t n = read (pipefd[0], out, sizeof out - 1);
+  char out[65536];
+  size_t len = 0;
+  for (;;)
+    {
+      ssize_t n = read (master, out + len, sizeof out - 1 - len);
+      if (n <= 0)
+        break;
+      len += (size_t)n;
+    }
+  out[len] = '\0';
   int status;
   waitpid (pid, &status, 0);
-  close (pipefd[0]);
-  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0);
-  cr_assert_leq (n, 0, "the library wrote to a non-terminal stderr: %.*s", (int)n, out);
+  close (master);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "pull failed: %s", out);
+  unsigned long long calls = 0, done = 0, total = 0, finals = 0;
+  int backwards = 1;
+  cr_assert (strncmp (out, "calls ", 6) == 0
+                 && sscanf (out, "calls %llu done %llu total %llu finals %llu backwards %d", &calls,
+                            &done, &total, &finals, &backwards)
+                        == 5,
+             "the library wrote to the terminal before the report: %s", out);
+  cr_assert (calls >= 2 && total > 0 && done == total && finals == 1 && !backwards,
+             "progress reports: %s", out);
   free (ref);
 }
 

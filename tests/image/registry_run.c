@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
+#include "nsbox.h"
 #include "servers.h"
 
 TestSuite (registry_run, .fini = servers_stop_all);
@@ -35,7 +38,7 @@ python_storage (void)
 
 /* Runs nsbox with `code` on stdin; returns its stdout (static). */
 static const char *
-nsbox_run (const char *store, const char *ref, const char *code, int *status)
+cli_run (const char *store, const char *ref, const char *code, int *status)
 {
   static char out[4096];
   char cmd[8192];
@@ -60,14 +63,14 @@ Test (registry_run, nsbox_runs_python_from_an_image_pulled_off_a_local_registry,
   snprintf (ref, sizeof ref, "127.0.0.1:%u/test/python:bookworm", proxy.port);
   const char *store = test_path ("store");
   int status;
-  const char *out = nsbox_run (
+  const char *out = cli_run (
       store, ref, "import ssl, sqlite3, os; print('ok', os.environ.get('LANG'))", &status);
   cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0 && strcmp (out, "ok C.UTF-8\n") == 0,
              "nsbox run said '%s' (status %d)", out, status);
   int blob_gets = log_count (proxy.log, "GET", "/blobs/");
   cr_assert_eq (blob_gets, 2, "config and layer: %d blob GETs", blob_gets);
   /* The image is in the store now: running again downloads nothing. */
-  out = nsbox_run (store, ref, "print(2)", &status);
+  out = cli_run (store, ref, "print(2)", &status);
   cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0 && strcmp (out, "2\n") == 0,
              "second run said '%s' (status %d)", out, status);
   cr_assert_eq (log_count (proxy.log, "GET", "/blobs/"), blob_gets);
@@ -194,7 +197,7 @@ Test (registry_run, gc_in_a_loop_beside_runs_fails_no_run, .timeout = 600)
   for (int i = 0; i < 10; i++)
     {
       int status;
-      const char *out = nsbox_run (store, ref, "print(3)", &status);
+      const char *out = cli_run (store, ref, "print(3)", &status);
       if (!WIFEXITED (status) || WEXITSTATUS (status) != 0 || strcmp (out, "3\n") != 0)
         {
           if (!failed++)
@@ -204,4 +207,71 @@ Test (registry_run, gc_in_a_loop_beside_runs_fails_no_run, .timeout = 600)
   kill (looper, SIGKILL);
   waitpid (looper, NULL, 0);
   cr_assert_eq (failed, 0, "%d of 10 runs failed beside gc; first: %s", failed, first);
+}
+
+/* libnsbox resolves `image` in process (image.c): it pulls the image and
+ * holds the store's lock while the sandbox runs, so a gc in the middle
+ * finds the store busy; after the run the lock is gone and gc works. The
+ * run is in a forked child (Criterion's threads cannot unshare); the test
+ * sees the sandbox's python by the tag in its environment. */
+Test (registry_run, the_library_pulls_runs_and_holds_the_image, .timeout = 300)
+{
+  struct server reg;
+  registry_start (&reg, python_storage (), NULL);
+  char ref[128], tag[96];
+  snprintf (ref, sizeof ref, "127.0.0.1:%u/test/python:bookworm", reg.port);
+  make_run_tag (tag, sizeof tag);
+  const char *store = test_path ("store");
+  /* Before the fork: the child must not talk to Criterion. */
+  char code[256];
+  snprintf (code, sizeof code, "import time\ntime.sleep(%.1f)\nprint(7)\n", harness_scaled (3.0));
+  uid_t sandbox_uid = sandbox_host_uid ();
+  int pipefd[2];
+  cr_assert (pipe2 (pipefd, O_CLOEXEC) == 0);
+  pid_t child = fork ();
+  cr_assert (child >= 0);
+  if (child == 0)
+    {
+      struct nsbox_error *err = NULL;
+      nsbox_result *res = NULL;
+      nsbox_config *config = nsbox_config_new (&err);
+      int r = config ? 0 : -1;
+      if (r == 0
+          && (nsbox_config_set (config, "image", ref, &err) < 0
+              || nsbox_config_set (config, "store", store, &err) < 0
+              || nsbox_config_set (config, "env", tag, &err) < 0
+              || nsbox_config_set (config, "timeout", "120s", &err) < 0
+              || nsbox_run (config, code, strlen (code), &res, &err) < 0))
+        r = -1;
+      size_t len = 0;
+      const char *out = r == 0 ? nsbox_result_stdout (res, &len) : nsbox_error_message (err);
+      dprintf (pipefd[1], "%d %.*s", r, (int)(r == 0 ? len : strlen (out)), out);
+      _exit (0);
+    }
+  close (pipefd[1]);
+  int busy = -1;
+  char desc[512];
+  bool reaped = false;
+  for (int waited = 0; busy < 0 && waited < 240000; waited += 20)
+    {
+      if (count_uid_processes (sandbox_uid, tag, desc, sizeof desc) > 0)
+        {
+          const char *const gc_argv[] = { image_bin (), "--store", store, "gc", NULL };
+          busy = run_command (gc_argv);
+        }
+      else if ((reaped = waitpid (child, NULL, WNOHANG) == child))
+        break;
+      else
+        sleep_ms (20);
+    }
+  char out[4096];
+  ssize_t n = read (pipefd[0], out, sizeof out - 1);
+  out[n > 0 ? n : 0] = '\0';
+  close (pipefd[0]);
+  if (!reaped)
+    waitpid (child, NULL, 0);
+  cr_assert (strcmp (out, "0 7\n") == 0, "the library run said '%s'", out);
+  cr_assert_eq (busy, 10, "gc during the run exited %d, not 10 (store busy)", busy);
+  const char *const gc_argv[] = { image_bin (), "--store", store, "gc", NULL };
+  cr_assert_eq (run_command (gc_argv), 0, "gc after the run: the lock outlived it");
 }

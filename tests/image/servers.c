@@ -1,7 +1,7 @@
 #include "servers.h"
 
 #include "error.h"
-#include "image.h"
+#include "pull.h"
 #include "store.h"
 
 #include <criterion/criterion.h>
