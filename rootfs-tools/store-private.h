@@ -106,6 +106,11 @@ NSBOX_INTERNAL int rt_store_load_index (struct nsbox_store *store, json_t **out,
 NSBOX_INTERNAL int rt_store_lock (struct nsbox_store *store, const char *name, int op,
                                   struct nsbox_error **err);
 
+/* -E2BIG when the manifest's layers array holds more than the limit of
+ * layers per image; image names it in the message. */
+NSBOX_INTERNAL int rt_check_layer_count (struct nsbox_store *store, json_t *layers,
+                                         const char *image, struct nsbox_error **err);
+
 /* ChainID of a list of DiffIDs (OCI config.md). */
 NSBOX_INTERNAL int rt_chain_id (json_t *diff_ids, char out[RT_DIGEST_LEN + 1],
                                 struct nsbox_error **err);
