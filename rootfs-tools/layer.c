@@ -328,11 +328,12 @@ charge (struct layer *l, const char *path, uint64_t inodes, uint64_t bytes, uint
   return 0;
 }
 
-/* An inode or link that is not a regular file. */
+/* A directory, symlink or FIFO: an inode and (for the first two) up to a
+ * block on disk. */
 static int
-charge_other (struct layer *l, const char *path, uint64_t disk_inodes, struct nsbox_error **err)
+charge_other (struct layer *l, const char *path, struct nsbox_error **err)
 {
-  return charge (l, path, 1, RT_INODE_CHARGE, disk_inodes ? RT_INODE_CHARGE : 0, disk_inodes, err);
+  return charge (l, path, 1, RT_INODE_CHARGE, RT_INODE_CHARGE, 1, err);
 }
 
 /* The file thread ------------------------------------------------------- */
@@ -465,7 +466,7 @@ make_missing_dir (struct layer *l, int dir_fd, const char *name, size_t depth, c
                         "a parent directory (through a symlink) would be %zu components deep, "
                         "beyond the limit of %" PRIu64 " (set NSBOX_MAX_PATH_DEPTH to raise it)",
                         depth, max_depth);
-  int ret = charge_other (l, entry, 1, err);
+  int ret = charge_other (l, entry, err);
   if (ret < 0)
     return ret;
   if (mkdirat (dir_fd, name, 0755) < 0)
@@ -890,7 +891,7 @@ write_directory (struct layer *l, struct archive_entry *entry, int pfd, const ch
 {
   if (!exists)
     {
-      int ret = charge_other (l, path, 1, err);
+      int ret = charge_other (l, path, err);
       if (ret < 0)
         return ret;
       if (mkdirat (pfd, base, 0700) < 0)
@@ -917,7 +918,7 @@ write_symlink (struct layer *l, struct archive_entry *entry, int pfd, const char
     return layer_error (l, err, EBADMSG, path, "symlink without a target");
   if (strlen (target) > MAX_LINK_BYTES)
     return layer_error (l, err, ENAMETOOLONG, path, "symlink target longer than 4095 bytes");
-  int ret = charge_other (l, path, 1, err);
+  int ret = charge_other (l, path, err);
   if (ret < 0)
     return ret;
   if (symlinkat (target, pfd, base) < 0)
@@ -964,8 +965,9 @@ write_hardlink (struct layer *l, const char *raw_target, int pfd, const char *ba
   ret = clear_target (l, pfd, base, false, path, err);
   if (ret < 0)
     return ret;
-  /* A name, no inode, on disk; an entry like any other for the limits. */
-  ret = charge_other (l, path, 0, err);
+  /* A name, no new inode, on most filesystems; tmpfs counts it against
+   * nr_inodes. An entry like any other for the limits. */
+  ret = charge (l, path, 1, RT_INODE_CHARGE, 0, 1, err);
   if (ret < 0)
     return ret;
   /* Links the entry itself (a symlink stays a symlink): never follows. */
@@ -978,7 +980,7 @@ static int
 write_fifo (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
             const char *path, struct nsbox_error **err)
 {
-  int ret = charge_other (l, path, 1, err);
+  int ret = charge_other (l, path, err);
   if (ret < 0)
     return ret;
   if (mknodat (pfd, base, S_IFIFO | 0600, 0) < 0)
@@ -1109,6 +1111,32 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
 
 /* One entry -------------------------------------------------------------- */
 
+/* Makes the entry `base` in pfd (its parent) for apply_entry. */
+static int
+write_entry (struct layer *l, struct archive_entry *entry, const char *hardlink, mode_t type,
+             int pfd, const char *base, const char *path, struct nsbox_error **err)
+{
+  if (hardlink)
+    return write_hardlink (l, hardlink, pfd, base, path, err);
+  int ret = queue_wait_for_name (l, base, err);
+  if (ret < 0)
+    return ret;
+  ret = clear_target (l, pfd, base, type == AE_IFDIR, path, err);
+  if (ret < 0)
+    return ret;
+  switch (type)
+    {
+    case AE_IFDIR:
+      return write_directory (l, entry, pfd, base, ret == 1, path, err);
+    case AE_IFLNK:
+      return write_symlink (l, entry, pfd, base, path, err);
+    case AE_IFIFO:
+      return write_fifo (l, entry, pfd, base, path, err);
+    default:
+      return write_regular (l, entry, pfd, base, path, err);
+    }
+}
+
 static int
 apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **err)
 {
@@ -1156,35 +1184,22 @@ apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **
   if (!hardlink && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO)
     return layer_error (l, err, EBADMSG, raw, "unsupported entry type");
 
+  int pfd = open_parent (l, parent, raw, err);
+  if (pfd < 0)
+    return pfd;
+  ret = write_entry (l, entry, hardlink, type, pfd, base, lexical, err);
+  if (ret < 0)
+    return ret;
+  /* Remembered once made: what it created was counted first, so a bomb
+   * of new paths meets the inode limit, a bomb of aliases (paths through
+   * symlinks to what exists) the limit on paths. */
   uint32_t node = RT_PATH_ROOT;
   ret = mark_written (l, lexical, &node, err);
   if (ret < 0)
     return ret;
-  int pfd = open_parent (l, parent, raw, err);
-  if (pfd < 0)
-    return pfd;
-  if (hardlink)
-    return write_hardlink (l, hardlink, pfd, base, lexical, err);
-
-  ret = queue_wait_for_name (l, base, err);
-  if (ret < 0)
-    return ret;
-  ret = clear_target (l, pfd, base, type == AE_IFDIR, lexical, err);
-  if (ret < 0)
-    return ret;
-  if (record_meta (l, node, entry) < 0)
+  if (!hardlink && record_meta (l, node, entry) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  switch (type)
-    {
-    case AE_IFDIR:
-      return write_directory (l, entry, pfd, base, ret == 1, lexical, err);
-    case AE_IFLNK:
-      return write_symlink (l, entry, pfd, base, lexical, err);
-    case AE_IFIFO:
-      return write_fifo (l, entry, pfd, base, lexical, err);
-    default:
-      return write_regular (l, entry, pfd, base, lexical, err);
-    }
+  return 0;
 }
 
 /* Layers ----------------------------------------------------------------- */
