@@ -50,9 +50,9 @@
  * written to ownership.tsv for everything. */
 struct path_meta
 {
-  mode_t mode; /* type and permission bits from the header */
   int64_t uid, gid;
   struct timespec mtime;
+  mode_t mode;   /* type and permission bits from the header */
   uint32_t node; /* in rt_unpack.paths */
 };
 
