@@ -246,14 +246,14 @@ mark_written (struct layer *l, const char *path, uint32_t *out, struct nsbox_err
       if (ret < 0)
         {
           free (TAKE_PTR (l->mark_parent));
-          return nsbox_error_set (err, -ret, "out of memory");
+          return layer_error (l, err, -ret, path, strerror (-ret));
         }
       l->mark_parent_node = parent;
     }
   uint32_t node;
   int ret = rt_pathtab_add (t, parent, base, strlen (base), &node);
   if (ret < 0)
-    return nsbox_error_set (err, -ret, "out of memory");
+    return layer_error (l, err, -ret, path, strerror (-ret));
   /* Paths through symlinks (s/s/s/x, s -> .) name nothing new on disk but
    * cost memory here: bounded like the inodes. */
   uint64_t max = l->u->store->limits.image_inodes;
@@ -284,9 +284,9 @@ written_here (struct layer *l, uint32_t parent_node, const char *name)
 /* Budget ----------------------------------------------------------------- */
 
 /* Counts what an entry is about to create against the limits and the free
- * space, before it is created: `inodes` inodes or links, `bytes` bytes as
- * the limits count them, `disk_bytes` as the filesystem will. Nothing
- * beyond a limit is ever created. */
+ * space, before it is created: `inodes` inodes or links and `bytes` bytes
+ * as the limits count them, `disk_bytes` and `disk_inodes` as the
+ * filesystem will. Nothing beyond a limit is ever created. */
 static int
 charge (struct layer *l, const char *path, uint64_t inodes, uint64_t bytes, uint64_t disk_bytes,
         uint64_t disk_inodes, struct nsbox_error **err)
