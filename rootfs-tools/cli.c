@@ -82,10 +82,23 @@ usage (FILE *out)
          "                      --pass-lock: first the store's lock, over a unix socket\n\n"
          "The store: --store DIR, else $NSBOX_STORE, else /var/lib/nsbox for root,\n"
          "else ${XDG_CACHE_HOME:-~/.cache}/nsbox.\n\n"
-         "exit status: 0 ok; 1 other failure; 2 usage or invalid argument; 3 image or\n"
-         "reference not found; 4 unauthorized; 5 rate limited; 6 invalid image or\n"
-         "archive (digest mismatch, hostile entry); 7 no matching platform; 8 disk full;\n"
-         "9 network failure; 10 store busy; 11 a size, entry or name limit exceeded.\n",
+         "Limits against unpack bombs (environment; whole numbers, anything else is a\n"
+         "usage error):\n"
+         "  NSBOX_MAX_LAYERS        layers per image (128)\n"
+         "  NSBOX_MAX_IMAGE_INODES  inodes and links an image creates, implicit parent\n"
+         "                          directories included (1000000)\n"
+         "  NSBOX_MAX_IMAGE_BYTES   bytes per image: file data, xattrs, 4 KiB per other\n"
+         "                          inode or link (16 GiB)\n"
+         "  NSBOX_MAX_LAYER_BYTES   the same per layer (8 GiB)\n"
+         "  NSBOX_MAX_LAYER_ENTRIES tar entries per layer (1000000)\n"
+         "  NSBOX_MAX_PATH_DEPTH    components of a path (256)\n"
+         "  NSBOX_MIN_FREE_PERCENT  share of the store's filesystem kept free (2)\n\n"
+         "exit status: 0 ok; 1 other failure; 2 usage or invalid argument (a bad limit\n"
+         "variable too); 3 image or reference not found; 4 unauthorized; 5 rate limited;\n"
+         "6 invalid image or archive (digest mismatch, hostile entry); 7 no matching\n"
+         "platform; 8 disk full (or the free-space reserve reached); 9 network failure;\n"
+         "10 store busy; 11 a limit exceeded (size, entries, inodes, layers, path depth\n"
+         "or name length).\n",
          out);
 }
 

@@ -266,7 +266,10 @@ decode (struct rt_stream *s, unsigned char *out)
         {
           char limit[32];
           snprintf (limit, sizeof limit, "%llu", (unsigned long long)s->limit);
-          return fail (s, EFBIG, "uncompressed layer exceeds the limit of %s bytes", limit);
+          return fail (s, EFBIG,
+                       "uncompressed layer exceeds the limit of %s bytes (NSBOX_MAX_LAYER_BYTES, "
+                       "a quarter more for tar headers, and 64 MiB; set it to raise the limit)",
+                       limit);
         }
       s->total += produced;
       return (ssize_t)produced;

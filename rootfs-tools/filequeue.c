@@ -201,6 +201,20 @@ rt_file_queue_drain (struct rt_file_queue *q, const char **path, const char **st
 }
 
 void
+rt_file_queue_pending (struct rt_file_queue *q, size_t *jobs, size_t *bytes)
+{
+  if (!q->started)
+    {
+      *jobs = *bytes = 0;
+      return;
+    }
+  pthread_mutex_lock (&q->lock);
+  *jobs = q->jobs;
+  *bytes = q->bytes;
+  pthread_mutex_unlock (&q->lock);
+}
+
+void
 rt_file_queue_stop (struct rt_file_queue *q)
 {
   if (!q->started)

@@ -83,6 +83,9 @@ NSBOX_INTERNAL bool rt_file_queue_push (struct rt_file_queue *queue, struct rt_f
  * file failed, later jobs are dropped unwritten. */
 NSBOX_INTERNAL int rt_file_queue_drain (struct rt_file_queue *queue, const char **path,
                                         const char **step);
+/* How many jobs, and bytes of data, are queued or being written now. */
+NSBOX_INTERNAL void rt_file_queue_pending (struct rt_file_queue *queue, size_t *jobs,
+                                           size_t *bytes);
 /* Drains the queue and stops the thread; the queue can start again. */
 NSBOX_INTERNAL void rt_file_queue_stop (struct rt_file_queue *queue);
 

@@ -396,6 +396,9 @@ verify_image (struct import *im, const char *manifest_digest, char platform[64],
   json_t *layers = json_object_get (manifest, "layers");
   if (!json_is_array (layers))
     return nsbox_error_set (err, EBADMSG, "manifest '%s' has no layers", manifest_digest);
+  ret = rt_check_layer_count (im->store, layers, manifest_digest, err);
+  if (ret < 0)
+    return ret;
   const char *cdigest = json_string_value (json_object_get (cdesc, "digest"));
   ret = ensure_blob (im, cdigest, json_integer_value (json_object_get (cdesc, "size")), err);
   if (ret < 0)

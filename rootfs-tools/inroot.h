@@ -20,7 +20,9 @@ NSBOX_INTERNAL bool rt_have_openat2 (void);
 
 /* Removes dir_fd/name whatever it is, recursively for directories, without
  * following symlinks, making directories u+rwx on the way (trees unpacked as
- * a user may hold 0555 directories). ENOENT is success. Returns 0 or -errno. */
+ * a user may hold 0555 directories). Any depth: beyond a few dozen levels
+ * subdirectories are moved up rather than descended into, so it holds a
+ * bounded number of fds. ENOENT is success. Returns 0 or -errno. */
 NSBOX_INTERNAL int rt_remove_at (int dir_fd, const char *name);
 
 /* Removes every entry of the directory dir_fd/name (not the directory). */

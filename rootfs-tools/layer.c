@@ -9,10 +9,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -20,6 +21,8 @@
 #include "decompress.h"
 #include "filequeue.h"
 #include "inroot.h"
+#include "pathtab.h"
+#include "space.h"
 #include "strmap.h"
 
 #define MAX_PATH_BYTES 4096
@@ -36,14 +39,21 @@
 /* Directories the queued files may sit in (each holds an fd until its last
  * file is written): beyond that the applier lets the queue drain. */
 #define QUEUE_MAX_DIRS 64
+/* Names of queued files remembered (queued_names) before a drain forgets
+ * them all: the queue holds far fewer, and a layer of a million small
+ * files must not keep a million names. */
+#define QUEUE_MAX_NAMES 8192
+/* Paths longer than this are cut in messages. */
+#define MESSAGE_PATH_BYTES 160
 
 /* What the image said about one path: applied to directories at the end,
  * written to ownership.tsv for everything. */
 struct path_meta
 {
-  mode_t mode; /* type and permission bits from the header */
   int64_t uid, gid;
   struct timespec mtime;
+  mode_t mode;   /* type and permission bits from the header */
+  uint32_t node; /* in rt_unpack.paths */
 };
 
 struct rt_unpack
@@ -51,8 +61,15 @@ struct rt_unpack
   struct nsbox_store *store;
   int root_fd; /* O_RDONLY|O_DIRECTORY, the tree's root */
   bool fallback;
-  uint64_t image_bytes;
-  struct rt_strmap meta; /* path -> struct path_meta */
+  /* What the image created so far, against the per-image limits. */
+  uint64_t image_bytes, image_inodes;
+  struct rt_space space;
+  /* Every path an entry named, with its parents; a node's meta is 1 + its
+   * index in metas, its mark 1 + the index of the layer that last wrote
+   * it or something below it. */
+  struct rt_pathtab paths;
+  struct path_meta *metas;
+  size_t n_metas, metas_cap;
   bool warned_xattr, warned_user_xattr;
   char *copy_buf;
 };
@@ -62,10 +79,14 @@ struct layer
 {
   struct rt_unpack *u;
   unsigned index;
+  char *label;   /* "layer 2 (sha256:...)", for messages */
+  uint32_t mark; /* index + 1: marks the paths of rt_unpack.paths this layer wrote */
+  /* The lexical parent marked last, and its node. */
+  char *mark_parent;
+  uint32_t mark_parent_node;
   struct archive *ar;
   struct rt_stream *stream;
-  struct rt_strmap written; /* paths written by this layer, with their ancestors */
-  uint64_t bytes, entries;
+  uint64_t bytes, entries; /* bytes: as counted against layer_bytes */
   /* The stream bytes libarchive has seen last, to read the raw typeflag of
    * each entry's header (libarchive maps unknown types to regular files). */
   const unsigned char *chunk;
@@ -93,11 +114,44 @@ struct layer
   struct rt_strmap queued_names;
 };
 
+/* The path as messages show it: cut after MESSAGE_PATH_BYTES bytes. */
+static int
+shown_len (const char *path)
+{
+  size_t len = strlen (path);
+  return (int)(len > MESSAGE_PATH_BYTES ? MESSAGE_PATH_BYTES : len);
+}
+
+static const char *
+shown_tail (const char *path)
+{
+  return strlen (path) > MESSAGE_PATH_BYTES ? "..." : "";
+}
+
 static int
 layer_error (struct layer *l, struct nsbox_error **err, int code, const char *path,
              const char *what)
 {
-  return nsbox_error_set (err, code, "layer %u: '%s': %s", l->index, path, what);
+  return nsbox_error_set (err, code, "%s: '%.*s%s': %s", l->label, shown_len (path), path,
+                          shown_tail (path), what);
+}
+
+/* A limit reached: the message says what, the limit and the variable
+ * that sets it. */
+static int __attribute__ ((format (printf, 5, 6)))
+limit_error (struct layer *l, struct nsbox_error **err, int code, const char *path, const char *fmt,
+             ...)
+{
+  char *what = NULL;
+  va_list ap;
+  va_start (ap, fmt);
+  int n = vasprintf (&what, fmt, ap);
+  va_end (ap);
+  if (n < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  int ret = layer_error (l, err, code, path, what);
+  free (what);
+  return ret;
 }
 
 /* Names ------------------------------------------------------------------ */
@@ -109,7 +163,7 @@ clean_path (struct layer *l, const char *raw, char **out, struct nsbox_error **e
 {
   size_t raw_len = strlen (raw);
   if (raw_len > MAX_PATH_BYTES)
-    return nsbox_error_set (err, ENAMETOOLONG, "layer %u: path of %zu bytes exceeds %d", l->index,
+    return nsbox_error_set (err, ENAMETOOLONG, "%s: path of %zu bytes exceeds %d", l->label,
                             raw_len, MAX_PATH_BYTES);
   cleanup_free char *buf = malloc (raw_len + 1);
   cleanup_free char *copy = strdup (raw);
@@ -138,6 +192,17 @@ clean_path (struct layer *l, const char *raw, char **out, struct nsbox_error **e
       len += clen;
     }
   buf[len] = '\0';
+  /* A bound on the directories one entry creates, and on what each entry
+   * costs to resolve and remember. */
+  size_t depth = len ? 1 : 0;
+  for (size_t i = 0; i < len; i++)
+    depth += buf[i] == '/';
+  uint64_t max_depth = l->u->store->limits.path_depth;
+  if (depth > max_depth)
+    return limit_error (l, err, ENAMETOOLONG, raw,
+                        "path of %zu components exceeds the limit of %" PRIu64
+                        " (set NSBOX_MAX_PATH_DEPTH to raise it)",
+                        depth, max_depth);
   *out = TAKE_PTR (buf);
   return 0;
 }
@@ -159,24 +224,116 @@ split_path (char *path, const char **parent, const char **base)
     }
 }
 
-/* Marks path and its ancestors as written by this layer. */
+/* Remembers path and marks it and its parents as written by this layer;
+ * *out gets its node. Entries of a directory come together: the parent
+ * marked last is looked up once. */
 static int
-mark_written (struct layer *l, const char *path)
+mark_written (struct layer *l, const char *path, uint32_t *out, struct nsbox_error **err)
 {
-  cleanup_free char *copy = strdup (path);
-  if (!copy)
-    return -ENOMEM;
-  for (;;)
+  struct rt_pathtab *t = &l->u->paths;
+  const char *slash = strrchr (path, '/');
+  size_t parent_len = slash ? (size_t)(slash - path) : 0;
+  const char *base = slash ? slash + 1 : path;
+  uint32_t parent = l->mark_parent_node;
+  if (!l->mark_parent || strlen (l->mark_parent) != parent_len
+      || memcmp (l->mark_parent, path, parent_len) != 0)
     {
-      if (rt_strmap_has (&l->written, copy))
-        return 0;
-      if (rt_strmap_put (&l->written, copy, NULL, NULL) < 0)
-        return -ENOMEM;
-      char *slash = strrchr (copy, '/');
-      if (!slash)
-        return 0;
-      *slash = '\0';
+      free (l->mark_parent);
+      l->mark_parent = strndup (path, parent_len);
+      if (!l->mark_parent)
+        return nsbox_error_set (err, ENOMEM, "out of memory");
+      int ret = rt_pathtab_walk (t, RT_PATH_ROOT, l->mark_parent, true, &parent, NULL);
+      if (ret < 0)
+        {
+          free (TAKE_PTR (l->mark_parent));
+          return layer_error (l, err, -ret, path, strerror (-ret));
+        }
+      l->mark_parent_node = parent;
     }
+  uint32_t node;
+  int ret = rt_pathtab_add (t, parent, base, strlen (base), &node);
+  if (ret < 0)
+    return layer_error (l, err, -ret, path, strerror (-ret));
+  /* Paths through symlinks (s/s/s/x, s -> .) name nothing new on disk but
+   * cost memory here: bounded like the inodes. */
+  uint64_t max = l->u->store->limits.image_inodes;
+  if (t->count - 1 > max)
+    return limit_error (l, err, E2BIG, path,
+                        "the image names more than %" PRIu64
+                        " distinct paths, the limit of inodes per image (set "
+                        "NSBOX_MAX_IMAGE_INODES to raise it)",
+                        max);
+  for (uint32_t n = node; n != RT_PATH_NONE && rt_pathtab_node (t, n)->mark != l->mark;
+       n = rt_pathtab_node (t, n)->parent)
+    rt_pathtab_node (t, n)->mark = l->mark;
+  *out = node;
+  return 0;
+}
+
+/* Whether this layer wrote `name` in the lexical directory `parent_node`
+ * (RT_PATH_NONE: one nothing was written in), or something below it. */
+static bool
+written_here (struct layer *l, uint32_t parent_node, const char *name)
+{
+  if (parent_node == RT_PATH_NONE)
+    return false;
+  uint32_t node = rt_pathtab_child (&l->u->paths, parent_node, name, strlen (name));
+  return node != RT_PATH_NONE && rt_pathtab_node (&l->u->paths, node)->mark == l->mark;
+}
+
+/* Budget ----------------------------------------------------------------- */
+
+/* Counts what an entry is about to create against the limits and the free
+ * space, before it is created: `inodes` inodes or links and `bytes` bytes
+ * as the limits count them, `disk_bytes` and `disk_inodes` as the
+ * filesystem will. Nothing beyond a limit is ever created. */
+static int
+charge (struct layer *l, const char *path, uint64_t inodes, uint64_t bytes, uint64_t disk_bytes,
+        uint64_t disk_inodes, struct nsbox_error **err)
+{
+  struct rt_unpack *u = l->u;
+  const struct rt_limits *lim = &u->store->limits;
+  if (inodes > lim->image_inodes - u->image_inodes)
+    return limit_error (l, err, E2BIG, path,
+                        "the image would create %" PRIu64
+                        " inodes and links, more than the limit of %" PRIu64
+                        " per image (set NSBOX_MAX_IMAGE_INODES to raise it)",
+                        u->image_inodes + inodes, lim->image_inodes);
+  if (bytes > lim->layer_bytes - l->bytes)
+    return limit_error (l, err, EFBIG, path,
+                        "this entry brings the layer to %" PRIu64
+                        " bytes, which exceeds the limit of %" PRIu64
+                        " bytes per layer (set NSBOX_MAX_LAYER_BYTES to raise it)",
+                        l->bytes + bytes, lim->layer_bytes);
+  if (bytes > lim->image_bytes - u->image_bytes)
+    return limit_error (l, err, EFBIG, path,
+                        "this entry brings the image to %" PRIu64
+                        " bytes, which exceeds the limit of %" PRIu64
+                        " bytes per image (set NSBOX_MAX_IMAGE_BYTES to raise it)",
+                        u->image_bytes + bytes, lim->image_bytes);
+  size_t pending_jobs = 0, pending_bytes = 0;
+  rt_file_queue_pending (&l->files, &pending_jobs, &pending_bytes);
+  struct nsbox_error *space_err = NULL;
+  int ret = rt_space_take (&u->space, disk_bytes, disk_inodes,
+                           rt_space_blocks (&u->space, pending_bytes), pending_jobs, &space_err);
+  if (ret < 0)
+    {
+      layer_error (l, err, -ret, path, nsbox_error_message (space_err));
+      nsbox_error_free (space_err);
+      return ret;
+    }
+  u->image_inodes += inodes;
+  l->bytes += bytes;
+  u->image_bytes += bytes;
+  return 0;
+}
+
+/* A directory, symlink or FIFO: an inode and (for the first two) up to a
+ * block on disk. */
+static int
+charge_other (struct layer *l, const char *path, struct nsbox_error **err)
+{
+  return charge (l, path, 1, RT_INODE_CHARGE, RT_INODE_CHARGE, 1, err);
 }
 
 /* The file thread ------------------------------------------------------- */
@@ -192,7 +349,7 @@ queue_drain (struct layer *l, struct nsbox_error **err)
   l->queue_dirs = l->parent_ref ? 1 : 0;
   if (!failure)
     return 0;
-  return nsbox_error_sys (err, failure, "layer %u: '%s': %s", l->index, path, step);
+  return nsbox_error_sys (err, failure, "%s: '%s': %s", l->label, path, step);
 }
 
 /* Drains the queue when `base` in the last resolved parent is queued. */
@@ -254,97 +411,161 @@ join_clamped (const char *dir, const char *target)
   return out;
 }
 
-/* Opens the directory `path` inside the root, creating what is missing
- * (0755) like mkdir -p. A symlink met on the way whose target cannot be
- * opened (dangling, or through a missing directory) is followed lexically,
- * clamped at the root, and its target created. Returns an O_PATH fd or
- * -errno. */
+static size_t
+count_components (const char *path)
+{
+  size_t n = *path ? 1 : 0;
+  for (const char *p = path; *p; p++)
+    n += *p == '/';
+  return n;
+}
+
+/* Why the parent of `entry` cannot be had. */
 static int
-ensure_dir (struct layer *l, const char *path, unsigned depth)
+parent_error (struct layer *l, int code, const char *entry, struct nsbox_error **err)
+{
+  if (code == ENOTDIR)
+    return layer_error (l, err, ENOTDIR, entry, "a parent is not a directory");
+  char what[128];
+  snprintf (what, sizeof what, "resolve parent: %s", strerror (code));
+  return layer_error (l, err, code, entry, what);
+}
+
+/* Appends "/name" (or "name" to "") to the growing path *buf. */
+static int
+append_component (char **buf, size_t *len, size_t *cap, const char *name)
+{
+  size_t need = *len + 1 + strlen (name) + 1;
+  if (need > *cap)
+    {
+      size_t bigger = *cap ? *cap * 2 : 256;
+      while (bigger < need)
+        bigger *= 2;
+      char *p = realloc (*buf, bigger);
+      if (!p)
+        return -ENOMEM;
+      *buf = p;
+      *cap = bigger;
+    }
+  if (*len)
+    (*buf)[(*len)++] = '/';
+  strcpy (*buf + *len, name);
+  *len += strlen (name);
+  return 0;
+}
+
+/* Creates the missing directory `name` in dir_fd (0755, counted first) and
+ * opens it. */
+static int
+make_missing_dir (struct layer *l, int dir_fd, const char *name, size_t depth, const char *entry,
+                  struct nsbox_error **err)
+{
+  uint64_t max_depth = l->u->store->limits.path_depth;
+  if (depth > max_depth)
+    return limit_error (l, err, ENAMETOOLONG, entry,
+                        "a parent directory (through a symlink) would be %zu components deep, "
+                        "beyond the limit of %" PRIu64 " (set NSBOX_MAX_PATH_DEPTH to raise it)",
+                        depth, max_depth);
+  int ret = charge_other (l, entry, err);
+  if (ret < 0)
+    return ret;
+  if (mkdirat (dir_fd, name, 0755) < 0)
+    return parent_error (l, errno, entry, err);
+  int fd = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return parent_error (l, errno, entry, err);
+  fchmod (fd, 0755);
+  return fd;
+}
+
+/* Opens the directory `path` inside the root, creating what is missing
+ * (0755) like mkdir -p, each directory counted against the limits before
+ * it is made (entry: the entry's path, for messages). A symlink met on the
+ * way whose target cannot be opened (dangling, or through a missing
+ * directory) is followed lexically, clamped at the root, and its target
+ * created. One step per component, from a descriptor of the last: linear
+ * in the path. Returns a directory fd, or -errno with *err filled. */
+static int
+ensure_dir (struct layer *l, const char *path, const char *entry, unsigned nest,
+            struct nsbox_error **err)
 {
   int fd = open_dir (l->u, path);
-  if (fd != -ENOENT)
+  if (fd >= 0)
     return fd;
-  if (depth > 40)
-    return -ELOOP;
+  if (fd != -ENOENT)
+    return parent_error (l, -fd, entry, err);
+  if (nest > 40)
+    return parent_error (l, ELOOP, entry, err);
   cleanup_free char *copy = strdup (path);
-  cleanup_free char *resolved = strdup ("");
-  if (!copy || !resolved)
-    return -ENOMEM;
+  cleanup_free char *resolved = NULL;
+  size_t resolved_len = 0, resolved_cap = 0, depth = 0;
+  cleanup_close int cur = open_dir (l->u, "");
+  if (!copy || append_component (&resolved, &resolved_len, &resolved_cap, "") < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (cur < 0)
+    return parent_error (l, -cur, entry, err);
   char *save = NULL;
   for (char *comp = strtok_r (copy, "/", &save); comp; comp = strtok_r (NULL, "/", &save))
     {
-      char *candidate = NULL;
-      if (asprintf (&candidate, "%s%s%s", resolved, *resolved ? "/" : "", comp) < 0)
-        return -ENOMEM;
-      fd = open_dir (l->u, candidate);
-      if (fd >= 0)
+      int next = openat (cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (next < 0 && errno == ENOENT)
         {
-          close (fd);
-          free (resolved);
-          resolved = candidate;
-          continue;
+          next = make_missing_dir (l, cur, comp, depth + 1, entry, err);
+          if (next < 0)
+            return next;
         }
-      if (fd != -ENOENT)
+      else if (next < 0 && errno != ENOTDIR && errno != ELOOP)
+        return parent_error (l, errno, entry, err);
+      else if (next < 0)
         {
-          free (candidate);
-          return fd;
-        }
-      int pfd = open_dir (l->u, resolved);
-      if (pfd < 0)
-        {
-          free (candidate);
-          return pfd;
-        }
-      if (mkdirat (pfd, comp, 0755) == 0)
-        {
-          int dfd = openat (pfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-          if (dfd >= 0)
-            {
-              fchmod (dfd, 0755);
-              close (dfd);
-            }
-          free (resolved);
-          resolved = candidate;
-        }
-      else if (errno == EEXIST)
-        {
+          /* Not a directory: a symlink (else a file in the way). */
           char target[MAX_LINK_BYTES + 1];
-          ssize_t n = readlinkat (pfd, comp, target, sizeof target - 1);
-          free (candidate);
+          ssize_t n = readlinkat (cur, comp, target, sizeof target - 1);
           if (n <= 0)
-            {
-              close (pfd);
-              return -ENOTDIR;
-            }
+            return parent_error (l, ENOTDIR, entry, err);
           target[n] = '\0';
+          size_t before = resolved_len;
+          if (append_component (&resolved, &resolved_len, &resolved_cap, comp) < 0)
+            return nsbox_error_set (err, ENOMEM, "out of memory");
+          next = open_dir (l->u, resolved);
+          if (next >= 0)
+            {
+              close (cur);
+              cur = next;
+              depth++;
+              continue;
+            }
+          if (next != -ENOENT)
+            return parent_error (l, -next, entry, err);
+          resolved[resolved_len = before] = '\0';
           char *joined = join_clamped (resolved, target);
           if (!joined)
-            {
-              close (pfd);
-              return -ENOMEM;
-            }
-          int sub = ensure_dir (l, joined, depth + 1);
-          if (sub < 0)
+            return nsbox_error_set (err, ENOMEM, "out of memory");
+          next = ensure_dir (l, joined, entry, nest + 1, err);
+          if (next < 0)
             {
               free (joined);
-              close (pfd);
-              return sub;
+              return next;
             }
-          close (sub);
           free (resolved);
           resolved = joined;
+          resolved_len = strlen (joined);
+          resolved_cap = resolved_len + 1;
+          depth = count_components (joined);
+          close (cur);
+          cur = next;
+          continue;
         }
-      else
+      if (append_component (&resolved, &resolved_len, &resolved_cap, comp) < 0)
         {
-          int saved = errno;
-          free (candidate);
-          close (pfd);
-          return -saved;
+          close (next);
+          return nsbox_error_set (err, ENOMEM, "out of memory");
         }
-      close (pfd);
+      close (cur);
+      cur = next;
+      depth++;
     }
-  return open_dir (l->u, resolved);
+  return TAKE_FD (cur);
 }
 
 static void
@@ -373,19 +594,16 @@ open_parent (struct layer *l, const char *parent, const char *path, struct nsbox
       int ret = queue_drain (l, err);
       if (ret < 0)
         return ret;
-      fd = ensure_dir (l, parent, 0);
+      fd = ensure_dir (l, parent, path, 0, err);
+      if (fd < 0)
+        return fd;
     }
-  if (fd == -ENOTDIR)
-    return layer_error (l, err, ENOTDIR, path, "a parent is not a directory");
-  if (fd < 0)
-    return nsbox_error_set (err, -fd, "layer %u: '%s': resolve parent: %s", l->index, path,
-                            strerror (-fd));
   struct stat st;
   if (fstat (fd, &st) < 0)
     {
       int saved = errno;
       close (fd);
-      return nsbox_error_sys (err, saved, "layer %u: '%s': resolve parent", l->index, path);
+      return nsbox_error_sys (err, saved, "%s: '%s': resolve parent", l->label, path);
     }
   l->parent_path = strdup (parent);
   if (!l->parent_path)
@@ -419,7 +637,7 @@ clear_target (struct layer *l, int pfd, const char *base, bool new_is_dir, const
     {
       if (errno == ENOENT)
         return 0;
-      return nsbox_error_sys (err, errno, "layer %u: '%s': stat", l->index, path);
+      return nsbox_error_sys (err, errno, "%s: '%s': stat", l->label, path);
     }
   if (S_ISDIR (st.st_mode) && new_is_dir)
     return 1;
@@ -428,7 +646,7 @@ clear_target (struct layer *l, int pfd, const char *base, bool new_is_dir, const
     return ret;
   ret = rt_remove_at (pfd, base);
   if (ret < 0)
-    return nsbox_error_sys (err, -ret, "layer %u: '%s': remove the existing entry", l->index, path);
+    return nsbox_error_sys (err, -ret, "%s: '%s': remove the existing entry", l->label, path);
   return 0;
 }
 
@@ -459,20 +677,23 @@ apply_xattrs (struct layer *l, struct archive_entry *entry, int fd, const char *
            * for us. */
           if (!l->u->warned_xattr)
             rt_store_warn (l->u->store,
-                           "warning: layer %u: dropping privileged extended attribute '%s' "
+                           "warning: %s: dropping privileged extended attribute '%s' "
                            "of '%s' (and any others like it)",
-                           l->index, name, path);
+                           l->label, name, path);
           l->u->warned_xattr = true;
           continue;
         }
       if (fd < 0)
         continue;
+      int ret = charge (l, path, 0, size, size, 0, err);
+      if (ret < 0)
+        return ret;
       if (fsetxattr (fd, name, value, size, 0) < 0 && !l->u->warned_user_xattr)
         {
           rt_store_warn (l->u->store,
-                         "warning: layer %u: cannot set extended attribute '%s' on '%s': %s "
+                         "warning: %s: cannot set extended attribute '%s' on '%s': %s "
                          "(ignoring such failures)",
-                         l->index, name, path, strerror (errno));
+                         l->label, name, path, strerror (errno));
           l->u->warned_user_xattr = true;
         }
     }
@@ -493,23 +714,30 @@ entry_times (struct archive_entry *entry, struct timespec ts[2])
 }
 
 static int
-record_meta (struct layer *l, const char *path, struct archive_entry *entry)
+record_meta (struct layer *l, uint32_t node, struct archive_entry *entry)
 {
-  struct path_meta *m = malloc (sizeof *m);
-  if (!m)
-    return -ENOMEM;
+  struct rt_unpack *u = l->u;
+  struct rt_path_node *n = rt_pathtab_node (&u->paths, node);
+  if (!n->meta)
+    {
+      if (u->n_metas == u->metas_cap)
+        {
+          size_t cap = u->metas_cap ? u->metas_cap * 2 : 256;
+          struct path_meta *metas = realloc (u->metas, cap * sizeof *metas);
+          if (!metas)
+            return -ENOMEM;
+          u->metas = metas;
+          u->metas_cap = cap;
+        }
+      n->meta = (uint32_t)++u->n_metas;
+    }
+  struct path_meta *m = &u->metas[n->meta - 1];
+  m->node = node;
   m->mode = archive_entry_mode (entry);
   m->uid = archive_entry_uid (entry);
   m->gid = archive_entry_gid (entry);
   m->mtime.tv_sec = archive_entry_mtime (entry);
   m->mtime.tv_nsec = archive_entry_mtime_nsec (entry);
-  void *old = NULL;
-  if (rt_strmap_put (&l->u->meta, path, m, &old) < 0)
-    {
-      free (m);
-      return -ENOMEM;
-    }
-  free (old);
   return 0;
 }
 
@@ -524,7 +752,7 @@ read_entry_chunk (struct layer *l, void *into, size_t room, int64_t size, int64_
 {
   la_ssize_t n = archive_read_data (l->ar, into, room);
   if (n < 0)
-    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': %s", l->index, path,
+    return nsbox_error_set (err, EBADMSG, "%s: '%s': %s", l->label, path,
                             archive_error_string (l->ar));
   *copied += n;
   if (*copied > size)
@@ -585,7 +813,7 @@ queue_regular (struct layer *l, struct archive_entry *entry, int pfd, int64_t si
         return ret;
       struct rt_dir_ref *ref = rt_dir_ref_new (pfd);
       if (!ref)
-        return nsbox_error_sys (err, errno, "layer %u: '%s': create", l->index, path);
+        return nsbox_error_sys (err, errno, "%s: '%s': create", l->label, path);
       l->queue_dirs++;
       if (!shared)
         job->dir = ref;
@@ -598,8 +826,8 @@ queue_regular (struct layer *l, struct archive_entry *entry, int pfd, int64_t si
   if (asprintf (&key, "%ju/%s", (uintmax_t)l->parent_ino, job->base) < 0
       || rt_strmap_put (&l->queued_names, key, NULL, NULL) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  l->bytes += (uint64_t)size;
-  l->u->image_bytes += (uint64_t)size;
+  if (l->queued_names.count >= QUEUE_MAX_NAMES && (ret = queue_drain (l, err)) < 0)
+    return ret;
   if (!rt_file_queue_push (&l->files, TAKE_PTR (job), QUEUE_MAX_JOBS, QUEUE_MAX_BYTES))
     return queue_drain (l, err);
   return 0;
@@ -609,22 +837,20 @@ static int
 write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
                const char *path, struct nsbox_error **err)
 {
-  struct rt_limits *lim = &l->u->store->limits;
   int64_t size = archive_entry_size (entry);
-  if (size < 0 || (uint64_t)size > lim->layer_bytes - l->bytes
-      || (uint64_t)size > lim->image_bytes - l->u->image_bytes)
-    return nsbox_error_set (err, EFBIG,
-                            "layer %u: '%s': file of %" PRId64
-                            " bytes exceeds the limit of %" PRIu64 " bytes per layer or %" PRIu64
-                            " per image",
-                            l->index, path, size, lim->layer_bytes, lim->image_bytes);
+  if (size < 0)
+    return layer_error (l, err, EBADMSG, path, "negative file size");
+  int ret
+      = charge (l, path, 1, (uint64_t)size, rt_space_blocks (&l->u->space, (uint64_t)size), 1, err);
+  if (ret < 0)
+    return ret;
   if ((uint64_t)size <= JOB_MAX_BYTES && archive_entry_xattr_count (entry) == 0
       && rt_file_queue_start (&l->files))
     return queue_regular (l, entry, pfd, size, path, err);
   cleanup_close int fd
       = openat (pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': create", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': create", l->label, path);
   int64_t copied = 0;
   for (;;)
     {
@@ -639,25 +865,23 @@ write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char
           if (w < 0 && errno == EINTR)
             continue;
           if (w < 0)
-            return nsbox_error_sys (err, errno, "layer %u: '%s': write", l->index, path);
+            return nsbox_error_sys (err, errno, "%s: '%s': write", l->label, path);
           off += w;
         }
     }
-  int ret = check_entry_end (l, copied, size, path, err);
+  ret = check_entry_end (l, copied, size, path, err);
   if (ret < 0)
     return ret;
-  l->bytes += (uint64_t)size;
-  l->u->image_bytes += (uint64_t)size;
   mode_t mode = archive_entry_perm (entry) & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
   ret = apply_xattrs (l, entry, fd, path, err);
   if (ret < 0)
     return ret;
   if (fchmod (fd, mode) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': chmod", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': chmod", l->label, path);
   struct timespec ts[2];
   entry_times (entry, ts);
   if (futimens (fd, ts) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': set times", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': set times", l->label, path);
   return 0;
 }
 
@@ -665,15 +889,21 @@ static int
 write_directory (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
                  bool exists, const char *path, struct nsbox_error **err)
 {
-  if (!exists && mkdirat (pfd, base, 0700) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': mkdir", l->index, path);
+  if (!exists)
+    {
+      int ret = charge_other (l, path, err);
+      if (ret < 0)
+        return ret;
+      if (mkdirat (pfd, base, 0700) < 0)
+        return nsbox_error_sys (err, errno, "%s: '%s': mkdir", l->label, path);
+    }
   cleanup_close int fd = openat (pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': open directory", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': open directory", l->label, path);
   /* Final modes come last (rt_unpack_finish); until then we must be able
    * to write into it. */
   if (fchmod (fd, (archive_entry_perm (entry) & 07777) | 0700) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': chmod", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': chmod", l->label, path);
   return apply_xattrs (l, entry, fd, path, err);
 }
 
@@ -688,12 +918,15 @@ write_symlink (struct layer *l, struct archive_entry *entry, int pfd, const char
     return layer_error (l, err, EBADMSG, path, "symlink without a target");
   if (strlen (target) > MAX_LINK_BYTES)
     return layer_error (l, err, ENAMETOOLONG, path, "symlink target longer than 4095 bytes");
+  int ret = charge_other (l, path, err);
+  if (ret < 0)
+    return ret;
   if (symlinkat (target, pfd, base) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': symlink", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': symlink", l->label, path);
   struct timespec ts[2];
   entry_times (entry, ts);
   if (utimensat (pfd, base, ts, AT_SYMLINK_NOFOLLOW) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': set times", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': set times", l->label, path);
   return apply_xattrs (l, entry, -1, path, err);
 }
 
@@ -719,23 +952,27 @@ write_hardlink (struct layer *l, const char *raw_target, int pfd, const char *ba
   split_path (target, &tparent, &tbase);
   int tfd = open_dir (l->u, tparent);
   if (tfd < 0)
-    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink target '%s' not found: %s",
-                            l->index, path, raw_target, strerror (-tfd));
+    return nsbox_error_set (err, EBADMSG, "%s: '%s': hardlink target '%s' not found: %s", l->label,
+                            path, raw_target, strerror (-tfd));
   cleanup_close int tpfd = tfd;
   struct stat st;
   if (fstatat (tpfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink target '%s' not found",
-                            l->index, path, raw_target);
-  if (S_ISDIR (st.st_mode))
-    return nsbox_error_set (err, EBADMSG, "layer %u: '%s': hardlink to directory '%s'", l->index,
+    return nsbox_error_set (err, EBADMSG, "%s: '%s': hardlink target '%s' not found", l->label,
                             path, raw_target);
+  if (S_ISDIR (st.st_mode))
+    return nsbox_error_set (err, EBADMSG, "%s: '%s': hardlink to directory '%s'", l->label, path,
+                            raw_target);
   ret = clear_target (l, pfd, base, false, path, err);
+  if (ret < 0)
+    return ret;
+  /* A name, no new inode, on most filesystems; tmpfs counts it against
+   * nr_inodes. An entry like any other for the limits. */
+  ret = charge (l, path, 1, RT_INODE_CHARGE, 0, 1, err);
   if (ret < 0)
     return ret;
   /* Links the entry itself (a symlink stays a symlink): never follows. */
   if (linkat (tpfd, tbase, pfd, base, 0) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': hardlink to '%s'", l->index, path,
-                            raw_target);
+    return nsbox_error_sys (err, errno, "%s: '%s': hardlink to '%s'", l->label, path, raw_target);
   return 0;
 }
 
@@ -743,33 +980,36 @@ static int
 write_fifo (struct layer *l, struct archive_entry *entry, int pfd, const char *base,
             const char *path, struct nsbox_error **err)
 {
+  int ret = charge_other (l, path, err);
+  if (ret < 0)
+    return ret;
   if (mknodat (pfd, base, S_IFIFO | 0600, 0) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': mkfifo", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': mkfifo", l->label, path);
   cleanup_close int fd = openat (pfd, base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': open fifo", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': open fifo", l->label, path);
   if (fchmod (fd, archive_entry_perm (entry) & 07777 & ~(mode_t)(S_ISUID | S_ISGID)) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': chmod", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': chmod", l->label, path);
   struct timespec ts[2];
   entry_times (entry, ts);
   if (futimens (fd, ts) < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': set times", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': set times", l->label, path);
   return 0;
 }
 
 /* Whiteouts -------------------------------------------------------------- */
 
-/* Removes what lower layers left below dir_fd (lexical path `path`), keeping
- * what this layer wrote. */
+/* Removes what lower layers left below dir_fd (lexical path `path`, node
+ * `node`, RT_PATH_NONE when this layer wrote nothing below it), keeping
+ * what this layer wrote. Recurses only into directories this layer wrote
+ * something in: no deeper than its paths. */
 static int
-opaque_clean (struct layer *l, int dir_fd, const char *path, unsigned depth,
+opaque_clean (struct layer *l, int dir_fd, const char *path, uint32_t node,
               struct nsbox_error **err)
 {
-  if (depth > 512)
-    return layer_error (l, err, ELOOP, path, "directory tree too deep");
   int fd = openat (dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    return nsbox_error_sys (err, errno, "layer %u: '%s': open", l->index, path);
+    return nsbox_error_sys (err, errno, "%s: '%s': open", l->label, path);
   DIR *dir = fdopendir (fd);
   if (!dir)
     {
@@ -782,33 +1022,51 @@ opaque_clean (struct layer *l, int dir_fd, const char *path, unsigned depth,
     {
       if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
         continue;
+      bool keep = written_here (l, node, de->d_name);
+      int cfd = -1;
+      if (keep)
+        {
+          cfd = openat (dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (cfd < 0)
+            continue; /* a file (or symlink) this layer wrote */
+        }
       cleanup_free char *child = NULL;
       if (asprintf (&child, "%s%s%s", path, *path ? "/" : "", de->d_name) < 0)
         {
+          if (cfd >= 0)
+            close (cfd);
           ret = nsbox_error_set (err, ENOMEM, "out of memory");
           break;
         }
-      if (!rt_strmap_has (&l->written, child))
+      if (!keep)
         {
           ret = rt_remove_at (dir_fd, de->d_name);
           if (ret < 0)
             {
-              ret = nsbox_error_sys (err, -ret, "layer %u: '%s': remove (opaque whiteout)",
-                                     l->index, child);
+              ret = nsbox_error_sys (err, -ret, "%s: '%s': remove (opaque whiteout)", l->label,
+                                     child);
               break;
             }
           continue;
         }
-      int cfd = openat (dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (cfd < 0)
-        continue; /* a file (or symlink) this layer wrote */
-      ret = opaque_clean (l, cfd, child, depth + 1, err);
+      uint32_t child_node = rt_pathtab_child (&l->u->paths, node, de->d_name, strlen (de->d_name));
+      ret = opaque_clean (l, cfd, child, child_node, err);
       close (cfd);
       if (ret < 0)
         break;
     }
   closedir (dir);
   return ret;
+}
+
+/* The node of the lexical directory `parent`, RT_PATH_NONE when no entry
+ * named it or anything below. */
+static uint32_t
+lexical_node (struct layer *l, const char *parent)
+{
+  uint32_t node = RT_PATH_NONE;
+  rt_pathtab_walk (&l->u->paths, RT_PATH_ROOT, parent, false, &node, NULL);
+  return node;
 }
 
 static int
@@ -824,8 +1082,8 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
       if (fd == -ENOENT || fd == -ENOTDIR)
         return 0;
       if (fd < 0)
-        return nsbox_error_sys (err, -fd, "layer %u: '%s': resolve", l->index, raw);
-      ret = opaque_clean (l, fd, parent, 0, err);
+        return nsbox_error_sys (err, -fd, "%s: '%s': resolve", l->label, raw);
+      ret = opaque_clean (l, fd, parent, lexical_node (l, parent), err);
       close (fd);
       return ret;
     }
@@ -834,10 +1092,7 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
     return layer_error (l, err, EBADMSG, raw, "invalid whiteout");
   if (strncmp (base, ".wh..wh.", 8) == 0)
     return 0; /* other AUFS metadata */
-  cleanup_free char *victim = NULL;
-  if (asprintf (&victim, "%s%s%s", parent, *parent ? "/" : "", name) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
-  if (rt_strmap_has (&l->written, victim))
+  if (written_here (l, lexical_node (l, parent), name))
     return 0; /* whiteouts hide lower layers only */
   int ret = before_removal (l, err);
   if (ret < 0)
@@ -846,15 +1101,41 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
   if (fd == -ENOENT || fd == -ENOTDIR)
     return 0;
   if (fd < 0)
-    return nsbox_error_sys (err, -fd, "layer %u: '%s': resolve", l->index, raw);
+    return nsbox_error_sys (err, -fd, "%s: '%s': resolve", l->label, raw);
   ret = rt_remove_at (fd, name);
   close (fd);
   if (ret < 0)
-    return nsbox_error_sys (err, -ret, "layer %u: '%s': apply whiteout", l->index, raw);
+    return nsbox_error_sys (err, -ret, "%s: '%s': apply whiteout", l->label, raw);
   return 0;
 }
 
 /* One entry -------------------------------------------------------------- */
+
+/* Makes the entry `base` in pfd (its parent) for apply_entry. */
+static int
+write_entry (struct layer *l, struct archive_entry *entry, const char *hardlink, mode_t type,
+             int pfd, const char *base, const char *path, struct nsbox_error **err)
+{
+  if (hardlink)
+    return write_hardlink (l, hardlink, pfd, base, path, err);
+  int ret = queue_wait_for_name (l, base, err);
+  if (ret < 0)
+    return ret;
+  ret = clear_target (l, pfd, base, type == AE_IFDIR, path, err);
+  if (ret < 0)
+    return ret;
+  switch (type)
+    {
+    case AE_IFDIR:
+      return write_directory (l, entry, pfd, base, ret == 1, path, err);
+    case AE_IFLNK:
+      return write_symlink (l, entry, pfd, base, path, err);
+    case AE_IFIFO:
+      return write_fifo (l, entry, pfd, base, path, err);
+    default:
+      return write_regular (l, entry, pfd, base, path, err);
+    }
+}
 
 static int
 apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **err)
@@ -863,7 +1144,7 @@ apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **
   if (!raw)
     raw = archive_entry_pathname (entry);
   if (!raw || !*raw)
-    return nsbox_error_set (err, EBADMSG, "layer %u: entry without a name", l->index);
+    return nsbox_error_set (err, EBADMSG, "%s: entry without a name", l->label);
   cleanup_free char *path = NULL;
   int ret = clean_path (l, raw, &path, err);
   if (ret < 0)
@@ -895,41 +1176,30 @@ apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **
           || archive_entry_rdevminor (entry) > 0xffffffffu)
         return layer_error (l, err, EBADMSG, raw, "device number out of range");
       rt_store_warn (l->u->store,
-                     "warning: layer %u: skipping device node '%s' (not created "
+                     "warning: %s: skipping device node '%s' (not created "
                      "without privileges; the sandbox has its own /dev)",
-                     l->index, lexical);
+                     l->label, lexical);
       return 0;
     }
   if (!hardlink && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO)
     return layer_error (l, err, EBADMSG, raw, "unsupported entry type");
 
-  if (mark_written (l, lexical) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
   int pfd = open_parent (l, parent, raw, err);
   if (pfd < 0)
     return pfd;
-  if (hardlink)
-    return write_hardlink (l, hardlink, pfd, base, lexical, err);
-
-  ret = queue_wait_for_name (l, base, err);
+  ret = write_entry (l, entry, hardlink, type, pfd, base, lexical, err);
   if (ret < 0)
     return ret;
-  ret = clear_target (l, pfd, base, type == AE_IFDIR, lexical, err);
+  /* Remembered once made: what it created was counted first, so a bomb
+   * of new paths meets the inode limit, a bomb of aliases (paths through
+   * symlinks to what exists) the limit on paths. */
+  uint32_t node = RT_PATH_ROOT;
+  ret = mark_written (l, lexical, &node, err);
   if (ret < 0)
     return ret;
-  if (record_meta (l, lexical, entry) < 0)
+  if (!hardlink && record_meta (l, node, entry) < 0)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  switch (type)
-    {
-    case AE_IFDIR:
-      return write_directory (l, entry, pfd, base, ret == 1, lexical, err);
-    case AE_IFLNK:
-      return write_symlink (l, entry, pfd, base, lexical, err);
-    case AE_IFIFO:
-      return write_fifo (l, entry, pfd, base, lexical, err);
-    default:
-      return write_regular (l, entry, pfd, base, lexical, err);
-    }
+  return 0;
 }
 
 /* Layers ----------------------------------------------------------------- */
@@ -977,11 +1247,13 @@ rt_unpack_new (struct nsbox_store *store, int root_fd, struct rt_unpack **out,
   u->root_fd = root_fd;
   u->fallback = store->force_resolve_fallback;
   u->copy_buf = malloc (COPY_CHUNK);
-  if (!u->copy_buf)
+  if (!u->copy_buf || rt_pathtab_init (&u->paths) < 0)
     {
+      free (u->copy_buf);
       free (u);
       return nsbox_error_set (err, ENOMEM, "out of memory");
     }
+  rt_space_init (&u->space, root_fd, (unsigned)store->limits.min_free_percent);
   *out = u;
   return 0;
 }
@@ -991,7 +1263,8 @@ rt_unpack_free (struct rt_unpack *u)
 {
   if (!u)
     return;
-  rt_strmap_clear (&u->meta, free);
+  rt_pathtab_free (&u->paths);
+  free (u->metas);
   free (u->copy_buf);
   free (u);
 }
@@ -1020,17 +1293,17 @@ check_typeflag (struct layer *l, const char *name, struct nsbox_error **err)
 {
   int64_t data_start = archive_filter_bytes (l->ar, 0);
   if (data_start < 512)
-    return nsbox_error_set (err, EIO, "layer %u: '%s': tar header not found in the stream",
-                            l->index, name);
+    return nsbox_error_set (err, EIO, "%s: '%s': tar header not found in the stream", l->label,
+                            name);
   uint64_t header = (uint64_t)data_start - 512;
   unsigned char type;
   if (!byte_at (l, header + 156, &type))
-    return nsbox_error_set (err, EIO, "layer %u: '%s': tar header not found in the stream",
-                            l->index, name);
+    return nsbox_error_set (err, EIO, "%s: '%s': tar header not found in the stream", l->label,
+                            name);
   if (type == '\0' || (type >= '0' && type <= '7'))
     return 0;
-  return nsbox_error_set (err, EBADMSG, "layer %u: '%s': unsupported tar entry type '%c'", l->index,
-                          name, type >= 0x20 && type < 0x7f ? type : '?');
+  return nsbox_error_set (err, EBADMSG, "%s: '%s': unsupported tar entry type '%c'", l->label, name,
+                          type >= 0x20 && type < 0x7f ? type : '?');
 }
 
 static int
@@ -1048,12 +1321,15 @@ apply_entries (struct layer *l, struct nsbox_error **err)
           int code = archive_errno (l->ar);
           if (code != EFBIG && code != EIO && code != ENOMEM)
             code = EBADMSG;
-          return nsbox_error_set (err, code, "layer %u: invalid tar stream: %s", l->index,
+          return nsbox_error_set (err, code, "%s: invalid tar stream: %s", l->label,
                                   archive_error_string (l->ar));
         }
       if (++l->entries > lim->layer_entries)
-        return nsbox_error_set (err, E2BIG, "layer %u: more than %" PRIu64 " entries", l->index,
-                                lim->layer_entries);
+        return nsbox_error_set (err, E2BIG,
+                                "%s: more than %" PRIu64
+                                " entries, the limit per layer (set NSBOX_MAX_LAYER_ENTRIES to "
+                                "raise it)",
+                                l->label, lim->layer_entries);
       int ret = check_typeflag (l, archive_entry_pathname (entry) ?: "?", err);
       if (ret < 0)
         return ret;
@@ -1084,34 +1360,31 @@ read_entries (struct layer *l, struct nsbox_error **err)
 }
 
 int
-rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *diff_id, unsigned index,
-                 struct nsbox_error **err)
+rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *digest, const char *diff_id,
+                 unsigned index, struct nsbox_error **err)
 {
-  struct layer l = { .u = u, .index = index, .parent_fd = -1 };
+  struct layer l = { .u = u, .index = index, .mark = index + 1, .parent_fd = -1 };
+  if (asprintf (&l.label, "layer %u (%s)", index, digest) < 0)
+    return nsbox_error_set (err, ENOMEM, "out of memory");
   struct rt_limits *lim = &u->store->limits;
-  /* The compressed size is a floor for what the layer will take. */
-  struct stat blob;
-  struct statvfs fs;
-  if (fstat (blob_fd, &blob) == 0 && fstatvfs (u->root_fd, &fs) == 0
-      && (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)blob.st_size)
-    return nsbox_error_set (err, ENOSPC, "layer %u: %llu bytes free, the layer alone is %lld",
-                            index, (unsigned long long)fs.f_bavail * fs.f_frsize,
-                            (long long)blob.st_size);
   /* Tar headers and padding on top of the file data. */
   uint64_t stream_limit = lim->layer_bytes + lim->layer_bytes / 4 + (64u << 20);
   int ret = rt_stream_new (blob_fd, stream_limit, &l.stream, err);
   if (ret < 0)
-    return nsbox_error_prefix (err, "layer %u", index);
+    {
+      nsbox_error_prefix (err, "%s", l.label);
+      goto out;
+    }
   l.ar = archive_read_new ();
   if (!l.ar)
     {
-      rt_stream_free (l.stream);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      ret = nsbox_error_set (err, ENOMEM, "out of memory");
+      goto out;
     }
   archive_read_support_format_tar (l.ar);
   if (archive_read_open (l.ar, &l, NULL, read_callback, NULL) != ARCHIVE_OK)
     {
-      ret = nsbox_error_set (err, EBADMSG, "layer %u: %s", index, archive_error_string (l.ar));
+      ret = nsbox_error_set (err, EBADMSG, "%s: %s", l.label, archive_error_string (l.ar));
       goto out;
     }
   ret = read_entries (&l, err);
@@ -1121,20 +1394,22 @@ rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *diff_id, unsigned
   ret = rt_stream_finish (l.stream, computed);
   if (ret < 0)
     {
-      ret = nsbox_error_set (err, -ret, "layer %u: %s", index, rt_stream_error (l.stream));
+      ret = nsbox_error_set (err, -ret, "%s: %s", l.label, rt_stream_error (l.stream));
       goto out;
     }
   if (strcmp (computed, diff_id) != 0)
     ret = nsbox_error_set (err, EBADMSG,
-                           "layer %u: DiffID mismatch: the config says '%s', the content is '%s'",
-                           index, diff_id, computed);
+                           "%s: DiffID mismatch: the config says '%s', the content is '%s'",
+                           l.label, diff_id, computed);
 out:
   rt_file_queue_stop (&l.files);
   rt_strmap_clear (&l.queued_names, NULL);
   forget_parent (&l);
-  archive_read_free (l.ar);
+  if (l.ar)
+    archive_read_free (l.ar);
   rt_stream_free (l.stream);
-  rt_strmap_clear (&l.written, NULL);
+  free (l.mark_parent);
+  free (l.label);
   return ret;
 }
 
@@ -1165,33 +1440,31 @@ ensure_launcher_dir (struct rt_unpack *u, const char *name, mode_t mode, FILE *a
   return 0;
 }
 
-struct dir_item
-{
-  const char *path;
-  size_t depth;
-  const struct path_meta *meta;
-};
-
+/* Orders of metas indices (qsort_r; data is the rt_unpack). */
 static int
-deeper_first (const void *a, const void *b)
+deeper_first (const void *a, const void *b, void *data)
 {
-  const struct dir_item *x = a, *y = b;
-  if (x->depth != y->depth)
-    return x->depth < y->depth ? 1 : -1;
-  return strcmp (x->path, y->path);
+  const struct rt_unpack *u = data;
+  uint32_t x = u->metas[*(const uint32_t *)a].node, y = u->metas[*(const uint32_t *)b].node;
+  unsigned dx = rt_pathtab_node (&u->paths, x)->depth, dy = rt_pathtab_node (&u->paths, y)->depth;
+  if (dx != dy)
+    return dx < dy ? 1 : -1;
+  return rt_pathtab_compare (&u->paths, x, y);
 }
 
 static int
-by_path (const void *a, const void *b)
+by_path (const void *a, const void *b, void *data)
 {
-  return strcmp (((const struct dir_item *)a)->path, ((const struct dir_item *)b)->path);
+  const struct rt_unpack *u = data;
+  return rt_pathtab_compare (&u->paths, u->metas[*(const uint32_t *)a].node,
+                             u->metas[*(const uint32_t *)b].node);
 }
 
 /* The directory resolved last, for the walks over sorted paths below
  * (nothing is removed meanwhile). */
 struct dir_cache
 {
-  char *path;
+  uint32_t node;
   int fd;
 };
 
@@ -1201,31 +1474,31 @@ dir_cache_clear (struct dir_cache *c)
   if (c->fd >= 0)
     close (c->fd);
   c->fd = -1;
-  free (c->path);
-  c->path = NULL;
 }
 
-/* The parent of path (lexical, below the root) and, in *base, its last
- * component; -errno when it is gone. The fd stays the cache's. */
+/* Writes the path of `node` to path (MAX_PATH_BYTES + 1 bytes), points
+ * *base at its last component and returns its parent directory; -errno
+ * when it is gone. The fd stays the cache's. */
 static int
-entry_parent (struct rt_unpack *u, struct dir_cache *c, const char *path, const char **base)
+entry_parent (struct rt_unpack *u, struct dir_cache *c, uint32_t node, char *path,
+              const char **base)
 {
-  const char *slash = strrchr (path, '/');
-  size_t len = slash ? (size_t)(slash - path) : 0;
+  if (rt_pathtab_path (&u->paths, node, path, MAX_PATH_BYTES + 1) < 0)
+    return -ENAMETOOLONG;
+  char *slash = strrchr (path, '/');
   *base = slash ? slash + 1 : path;
-  if (c->fd >= 0 && strlen (c->path) == len && memcmp (c->path, path, len) == 0)
+  uint32_t parent = rt_pathtab_node (&u->paths, node)->parent;
+  if (c->fd >= 0 && c->node == parent)
     return c->fd;
   dir_cache_clear (c);
-  char *parent = strndup (path, len);
-  if (!parent)
-    return -ENOMEM;
-  int fd = open_dir (u, parent);
+  if (slash)
+    *slash = '\0';
+  int fd = open_dir (u, slash ? path : "");
+  if (slash)
+    *slash = '/';
   if (fd < 0)
-    {
-      free (parent);
-      return fd;
-    }
-  c->path = parent;
+    return fd;
+  c->node = parent;
   c->fd = fd;
   return fd;
 }
@@ -1261,36 +1534,30 @@ rt_unpack_finish (struct rt_unpack *u, FILE *ownership, FILE *added, struct nsbo
     ret = ensure_launcher_dir (u, "tmp", 01777, added, err);
   if (ret < 0)
     return ret;
-  cleanup_free struct dir_item *items = calloc (u->meta.count + 1, sizeof *items);
-  if (!items)
+  cleanup_free uint32_t *items = calloc (u->n_metas + 1, sizeof *items);
+  cleanup_free char *path = malloc (MAX_PATH_BYTES + 1);
+  if (!items || !path)
     return nsbox_error_set (err, ENOMEM, "out of memory");
-  size_t n = 0;
-  for (size_t i = 0; i < u->meta.cap; i++)
-    {
-      struct rt_strmap_slot *slot = &u->meta.slots[i];
-      if (!slot->key)
-        continue;
-      size_t depth = 0;
-      for (const char *p = slot->key; *p; p++)
-        depth += *p == '/';
-      items[n++] = (struct dir_item){ slot->key, depth, slot->value };
-    }
-  qsort (items, n, sizeof *items, deeper_first);
-  struct dir_cache cache = { NULL, -1 };
+  size_t n = u->n_metas;
+  for (size_t i = 0; i < n; i++)
+    items[i] = (uint32_t)i;
+  qsort_r (items, n, sizeof *items, deeper_first, u);
+  struct dir_cache cache = { 0, -1 };
   for (size_t i = 0; i < n; i++)
     {
-      if (!S_ISDIR (items[i].meta->mode))
+      const struct path_meta *m = &u->metas[items[i]];
+      if (!S_ISDIR (m->mode))
         continue;
       const char *base;
-      int pfd = entry_parent (u, &cache, items[i].path, &base);
+      int pfd = entry_parent (u, &cache, m->node, path, &base);
       cleanup_close int fd
           = pfd < 0 ? -1 : openat (pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0)
         continue; /* removed or replaced by a later layer */
-      struct timespec ts[2] = { items[i].meta->mtime, items[i].meta->mtime };
-      if (fchmod (fd, items[i].meta->mode & 07777) < 0 || futimens (fd, ts) < 0)
+      struct timespec ts[2] = { m->mtime, m->mtime };
+      if (fchmod (fd, m->mode & 07777) < 0 || futimens (fd, ts) < 0)
         {
-          ret = nsbox_error_sys (err, errno, "set mode and times of '/%s'", items[i].path);
+          ret = nsbox_error_sys (err, errno, "set mode and times of '/%s'", path);
           dir_cache_clear (&cache);
           return ret;
         }
@@ -1302,20 +1569,21 @@ rt_unpack_finish (struct rt_unpack *u, FILE *ownership, FILE *added, struct nsbo
   if (fchmod (u->root_fd, 0755) < 0 || futimens (u->root_fd, epoch) < 0)
     return nsbox_error_sys (err, errno, "chmod the rootfs");
 
-  qsort (items, n, sizeof *items, by_path);
+  qsort_r (items, n, sizeof *items, by_path, u);
   fputs ("# path\tuid\tgid\tmode (as in the image; the files belong to the unpacking user)\n",
          ownership);
   for (size_t i = 0; i < n; i++)
     {
+      const struct path_meta *m = &u->metas[items[i]];
       const char *base;
-      int pfd = entry_parent (u, &cache, items[i].path, &base);
+      int pfd = entry_parent (u, &cache, m->node, path, &base);
       struct stat st;
       if (pfd < 0 || fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0
-          || (st.st_mode & S_IFMT) != (items[i].meta->mode & S_IFMT))
+          || (st.st_mode & S_IFMT) != (m->mode & S_IFMT))
         continue;
-      write_tsv_path (ownership, items[i].path);
-      fprintf (ownership, "\t%" PRId64 "\t%" PRId64 "\t%04o\n", items[i].meta->uid,
-               items[i].meta->gid, (unsigned)(items[i].meta->mode & 07777));
+      write_tsv_path (ownership, path);
+      fprintf (ownership, "\t%" PRId64 "\t%" PRId64 "\t%04o\n", m->uid, m->gid,
+               (unsigned)(m->mode & 07777));
     }
   dir_cache_clear (&cache);
   if (ferror (ownership) || ferror (added))

@@ -16,9 +16,13 @@ struct rt_unpack;
 NSBOX_INTERNAL int rt_unpack_new (struct nsbox_store *store, int root_fd, struct rt_unpack **out,
                                   struct nsbox_error **err);
 /* Applies one layer blob (compressed or not: the format is sniffed) and
- * checks the sha256 of its whole uncompressed stream against diff_id. */
-NSBOX_INTERNAL int rt_unpack_layer (struct rt_unpack *unpack, int blob_fd, const char *diff_id,
-                                    unsigned index, struct nsbox_error **err);
+ * checks the sha256 of its whole uncompressed stream against diff_id.
+ * digest (the blob's) and index name the layer in messages. Everything it
+ * creates is counted against the store's limits for the whole image (see
+ * rt_limits) and taken from the filesystem's free space (space.h) before
+ * it is created. */
+NSBOX_INTERNAL int rt_unpack_layer (struct rt_unpack *unpack, int blob_fd, const char *digest,
+                                    const char *diff_id, unsigned index, struct nsbox_error **err);
 /* Creates /proc, /dev and /tmp when missing (names written to `added`),
  * applies directory modes and mtimes deepest-first, and writes the
  * original owners and modes as ownership.tsv lines to `ownership`. */

@@ -13,6 +13,7 @@
 #include "pull.h"
 #include "platform.h"
 #include "registry.h"
+#include "store-private.h"
 #include "util.h"
 
 #define MAX_INDEX_DEPTH 4
@@ -508,6 +509,9 @@ pull_image_manifest (struct registry *reg, struct manifest *m, const struct nsbo
                          config.media_type ? config.media_type : "(none)");
   if (r >= 0 && !json_is_array (layers))
     r = nsbox_error_set (err, EBADMSG, "manifest %s has no layers array", m->digest);
+  /* Before downloading any: their count is a limit of the unpack. */
+  if (r >= 0)
+    r = rt_check_layer_count (reg->store, layers, m->digest, err);
   if (r < 0)
     return nsbox_error_prefix (err, "pull '%s'", reg->ref_string);
 

@@ -28,15 +28,34 @@
 #define MEDIA_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 #define MEDIA_DOCKER_CONFIG "application/vnd.docker.container.image.v1+json"
 
-/* Limits against decompression and archive bombs (OCI.md section 4);
- * overridable through NSBOX_MAX_LAYER_BYTES, NSBOX_MAX_IMAGE_BYTES and
- * NSBOX_MAX_LAYER_ENTRIES (tests use small values). */
+/* Limits against decompression and archive bombs (OCI.md section 4), each
+ * from its environment variable (store.c: limit_vars, which has the
+ * defaults and the accepted ranges; tests use small values). A value that
+ * is not a whole number in range is an error, never a silent default.
+ * "Bytes" are file data, extended attribute values and RT_INODE_CHARGE for
+ * every other inode or link an entry makes. */
 struct rt_limits
 {
-  uint64_t layer_bytes;   /* file data written per layer */
-  uint64_t image_bytes;   /* file data written per image */
-  uint64_t layer_entries; /* tar entries per layer */
+  uint64_t layer_bytes;      /* NSBOX_MAX_LAYER_BYTES: bytes per layer */
+  uint64_t image_bytes;      /* NSBOX_MAX_IMAGE_BYTES: bytes per image */
+  uint64_t layer_entries;    /* NSBOX_MAX_LAYER_ENTRIES: tar entries per layer */
+  uint64_t image_inodes;     /* NSBOX_MAX_IMAGE_INODES: inodes and links created per
+                              * image, implicit parent directories included; also
+                              * the distinct paths the unpack remembers */
+  uint64_t layers;           /* NSBOX_MAX_LAYERS: layers per image */
+  uint64_t path_depth;       /* NSBOX_MAX_PATH_DEPTH: components per path */
+  uint64_t min_free_percent; /* NSBOX_MIN_FREE_PERCENT: of the store filesystem's
+                              * blocks and inodes, kept free while unpacking */
 };
+
+/* What a directory, symlink, FIFO or hardlink costs in bytes: one
+ * filesystem block, what a directory or a long symlink takes on ext4 or
+ * xfs (generous for the others, which take an inode or a name). */
+#define RT_INODE_CHARGE 4096u
+
+/* Reads every limit from the environment; -EINVAL naming the variable and
+ * its value when one is not a whole number in its range. */
+NSBOX_INTERNAL int rt_limits_from_env (struct rt_limits *limits, struct nsbox_error **err);
 
 struct nsbox_store
 {
@@ -86,6 +105,11 @@ NSBOX_INTERNAL int rt_store_load_index (struct nsbox_store *store, json_t **out,
 /* Locks locks/<name> (created 0600) with flock `op`; returns the fd. */
 NSBOX_INTERNAL int rt_store_lock (struct nsbox_store *store, const char *name, int op,
                                   struct nsbox_error **err);
+
+/* -E2BIG when the manifest's layers array holds more than the limit of
+ * layers per image; image names it in the message. */
+NSBOX_INTERNAL int rt_check_layer_count (struct nsbox_store *store, json_t *layers,
+                                         const char *image, struct nsbox_error **err);
 
 /* ChainID of a list of DiffIDs (OCI config.md). */
 NSBOX_INTERNAL int rt_chain_id (json_t *diff_ids, char out[RT_DIGEST_LEN + 1],

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +19,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#define DEFAULT_LAYER_BYTES (8ull << 30)
-#define DEFAULT_IMAGE_BYTES (16ull << 30)
-#define DEFAULT_LAYER_ENTRIES 1000000ull
 
 struct nsbox_ingest
 {
@@ -149,18 +146,63 @@ default_root (void)
   return asprintf (&out, "%s/.cache/nsbox", home) < 0 ? NULL : out;
 }
 
-static uint64_t
-env_limit (const char *name, uint64_t fallback)
+/* The limits, their variables, defaults and accepted ranges. Ranges: byte
+ * limits stay far from overflowing the stream limit derived from them
+ * (layer.c); inodes are counted in 32 bits; no path has more components
+ * than PATH_MAX allows (4096 bytes: 2048 one-letter names); 0 % keeps no
+ * reserve, which is meaningful, a maximum of 0 is not. */
+static const struct
 {
-  const char *v = getenv (name);
+  const char *name;
+  size_t offset;
+  uint64_t fallback, min, max;
+} limit_vars[] = {
+  { "NSBOX_MAX_LAYER_BYTES", offsetof (struct rt_limits, layer_bytes), 8ull << 30, 1, 1ull << 60 },
+  { "NSBOX_MAX_IMAGE_BYTES", offsetof (struct rt_limits, image_bytes), 16ull << 30, 1, 1ull << 60 },
+  { "NSBOX_MAX_LAYER_ENTRIES", offsetof (struct rt_limits, layer_entries), 1000000, 1, UINT32_MAX },
+  { "NSBOX_MAX_IMAGE_INODES", offsetof (struct rt_limits, image_inodes), 1000000, 1,
+    UINT32_MAX - 1 },
+  { "NSBOX_MAX_LAYERS", offsetof (struct rt_limits, layers), 128, 1, 65535 },
+  { "NSBOX_MAX_PATH_DEPTH", offsetof (struct rt_limits, path_depth), 256, 1, 2048 },
+  { "NSBOX_MIN_FREE_PERCENT", offsetof (struct rt_limits, min_free_percent), 2, 0, 90 },
+};
+
+/* Unset or empty means the default. Digits only: no sign, no spaces, no
+ * suffix (strtoull alone would take " 12", "+12" and wrap "-1"). */
+static int
+limit_from_env (size_t i, uint64_t *out, struct nsbox_error **err)
+{
+  const char *v = getenv (limit_vars[i].name);
   if (!v || !*v)
-    return fallback;
+    {
+      *out = limit_vars[i].fallback;
+      return 0;
+    }
   char *end = NULL;
   errno = 0;
   unsigned long long n = strtoull (v, &end, 10);
-  if (errno || *end || n == 0)
-    return fallback;
-  return n;
+  if (*v < '0' || *v > '9' || errno || *end || n < limit_vars[i].min || n > limit_vars[i].max)
+    return nsbox_error_set (err, EINVAL,
+                            "invalid %s '%s': want a whole number from %" PRIu64 " to %" PRIu64,
+                            limit_vars[i].name, v, limit_vars[i].min, limit_vars[i].max);
+  *out = n;
+  return 0;
+}
+
+int
+rt_limits_from_env (struct rt_limits *limits, struct nsbox_error **err)
+{
+  struct rt_limits parsed;
+  for (size_t i = 0; i < ARRAY_SIZE (limit_vars); i++)
+    {
+      uint64_t value;
+      int ret = limit_from_env (i, &value, err);
+      if (ret < 0)
+        return ret;
+      memcpy ((char *)&parsed + limit_vars[i].offset, &value, sizeof value);
+    }
+  *limits = parsed;
+  return 0;
 }
 
 static int
@@ -220,7 +262,12 @@ nsbox_store_open (const char *root, struct nsbox_store **out, struct nsbox_error
                 : nsbox_error_set (err, EINVAL, "no image store location: set NSBOX_STORE or HOME");
   if (!*path)
     return nsbox_error_set (err, EINVAL, "image store path is empty");
-  int ret = mkdir_p (path, 0700);
+  /* Before anything is created: a bad limit is the caller's mistake. */
+  struct rt_limits limits;
+  int ret = rt_limits_from_env (&limits, err);
+  if (ret < 0)
+    return ret;
+  ret = mkdir_p (path, 0700);
   if (ret < 0)
     return nsbox_error_sys (err, -ret, "create image store '%s'", path);
   struct nsbox_store *store = calloc (1, sizeof *store);
@@ -228,9 +275,7 @@ nsbox_store_open (const char *root, struct nsbox_store **out, struct nsbox_error
     return nsbox_error_set (err, ENOMEM, "out of memory");
   store->root_fd = store->lock_fd = -1;
   store->root = TAKE_PTR (path);
-  store->limits.layer_bytes = env_limit ("NSBOX_MAX_LAYER_BYTES", DEFAULT_LAYER_BYTES);
-  store->limits.image_bytes = env_limit ("NSBOX_MAX_IMAGE_BYTES", DEFAULT_IMAGE_BYTES);
-  store->limits.layer_entries = env_limit ("NSBOX_MAX_LAYER_ENTRIES", DEFAULT_LAYER_ENTRIES);
+  store->limits = limits;
   const char *fallback = getenv ("NSBOX_RESOLVE_FALLBACK");
   store->force_resolve_fallback = fallback && strcmp (fallback, "1") == 0;
   store->root_fd = open (store->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -7,15 +7,9 @@
 #include <string.h>
 
 static uint64_t
-hash_key (const char *key)
+hash_key (const struct rt_strmap *map, const char *key)
 {
-  uint64_t h = 1469598103934665603ull;
-  for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-    {
-      h ^= *p;
-      h *= 1099511628211ull;
-    }
-  return h;
+  return rt_siphash (&map->key, key, strlen (key));
 }
 
 static struct rt_strmap_slot *
@@ -24,7 +18,7 @@ find (const struct rt_strmap *map, const char *key)
   if (!map->cap)
     return NULL;
   size_t mask = map->cap - 1;
-  for (size_t i = hash_key (key) & mask;; i = (i + 1) & mask)
+  for (size_t i = hash_key (map, key) & mask;; i = (i + 1) & mask)
     {
       struct rt_strmap_slot *slot = &map->slots[i];
       if (!slot->key || strcmp (slot->key, key) == 0)
@@ -53,7 +47,9 @@ grow (struct rt_strmap *map)
   struct rt_strmap_slot *slots = calloc (cap, sizeof *slots);
   if (!slots)
     return -ENOMEM;
-  struct rt_strmap bigger = { slots, cap, map->count };
+  if (!map->cap)
+    rt_siphash_key_random (&map->key);
+  struct rt_strmap bigger = { slots, cap, map->count, map->key };
   for (size_t i = 0; i < map->cap; i++)
     if (map->slots[i].key)
       *find (&bigger, map->slots[i].key) = map->slots[i];

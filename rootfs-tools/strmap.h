@@ -1,11 +1,14 @@
 /* A small string-keyed hash map (open addressing) for per-path state of the
- * layer applier. Keys are copied; values belong to the caller. */
+ * layer applier. Keys are copied; values belong to the caller. Keys are
+ * names an image chooses: they are hashed with a random key per map
+ * (siphash.h). */
 #ifndef NSBOX_STRMAP_H
 #define NSBOX_STRMAP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "siphash.h"
 #include "util.h"
 
 struct rt_strmap_slot
@@ -18,6 +21,7 @@ struct rt_strmap
 {
   struct rt_strmap_slot *slots;
   size_t cap, count;
+  struct rt_siphash_key key; /* drawn when the first slots are */
 };
 
 NSBOX_INTERNAL void *rt_strmap_get (const struct rt_strmap *map, const char *key);

@@ -15,6 +15,7 @@
 #include "fuzz-entry.h"
 #include "inroot.h"
 #include "layer.h"
+#include "space.h"
 
 struct layer_desc
 {
@@ -48,6 +49,22 @@ rt_chain_id (json_t *diff_ids, char out[RT_DIGEST_LEN + 1], struct nsbox_error *
     return nsbox_error_set (err, EBADMSG, "image has no layers");
   memcpy (out, chain, sizeof chain);
   return 0;
+}
+
+int
+rt_check_layer_count (struct nsbox_store *store, json_t *layers, const char *image,
+                      struct nsbox_error **err)
+{
+  size_t n = json_array_size (layers);
+  uint64_t max = store->limits.layers;
+  if (n <= max)
+    return 0;
+  const char *first = json_string_value (json_object_get (json_array_get (layers, max), "digest"));
+  return nsbox_error_set (
+      err, E2BIG,
+      "image '%s' has %zu layers, more than the limit of %" PRIu64
+      " (set NSBOX_MAX_LAYERS to raise it); the first beyond it is layer %" PRIu64 " ('%s')",
+      image, n, max, max, first ? first : "?");
 }
 
 static bool
@@ -239,8 +256,8 @@ build_tree (struct nsbox_store *store, json_t *layers, json_t *diff_ids, json_t 
                                i, digest, size);
         goto out;
       }
-    ret = rt_unpack_layer (u, fd, json_string_value (json_array_get (diff_ids, i)), (unsigned)i,
-                           err);
+    ret = rt_unpack_layer (u, fd, digest, json_string_value (json_array_get (diff_ids, i)),
+                           (unsigned)i, err);
     if (ret < 0)
       goto out;
   }
@@ -288,13 +305,39 @@ tree_complete (struct nsbox_store *store, const char *name)
   return true;
 }
 
+/* Before anything is written: the layers' declared (compressed) sizes, a
+ * floor for what they unpack to, must fit in the free space of the
+ * filesystem the tree is built on, above the reserve (space.h). */
+static int
+check_free_space (struct nsbox_store *store, json_t *layers, struct nsbox_error **err)
+{
+  uint64_t declared = 0;
+  size_t i;
+  json_t *l;
+  json_array_foreach (layers, i, l)
+  {
+    json_int_t size = json_integer_value (json_object_get (l, "size"));
+    if (size > 0 && (uint64_t)size <= UINT64_MAX - declared)
+      declared += (uint64_t)size;
+  }
+  cleanup_close int fd = openat (store->root_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return nsbox_error_sys (err, errno, "open '%s/tmp'", store->root);
+  struct rt_space space;
+  rt_space_init (&space, fd, (unsigned)store->limits.min_free_percent);
+  return rt_space_check_declared (&space, declared, err);
+}
+
 static int
 unpack_into_store (struct nsbox_store *store, json_t *layers, json_t *diff_ids, json_t *config,
                    const char *name, struct nsbox_error **err)
 {
+  int ret = check_free_space (store, layers, err);
+  if (ret < 0)
+    return ret;
   char tmp_name[64];
   cleanup_close int tmp_fd = -1;
-  int ret = rt_store_make_tmp (store, tmp_name, &tmp_fd, err);
+  ret = rt_store_make_tmp (store, tmp_name, &tmp_fd, err);
   if (ret < 0)
     return ret;
   char tmp_rel[96], final_rel[160];
@@ -328,6 +371,9 @@ nsbox_store_unpack (struct nsbox_store *store, const char *manifest_digest, char
   if (ret < 0)
     return ret;
   json_t *layers = json_object_get (manifest, "layers");
+  ret = rt_check_layer_count (store, layers, manifest_digest, err);
+  if (ret < 0)
+    return ret;
   cleanup_json json_t *config = NULL;
   ret = load_config (store, config_desc, layers, &config, err);
   if (ret < 0)

@@ -186,7 +186,13 @@ apply_once (bool fallback)
     .root = (char *)"fuzz",
     .root_fd = -1,
     .lock_fd = -1,
-    .limits = { .layer_bytes = 1u << 20, .image_bytes = 2u << 20, .layer_entries = 2048 },
+    .limits = { .layer_bytes = 1u << 20,
+                .image_bytes = 2u << 20,
+                .layer_entries = 2048,
+                .image_inodes = 4096,
+                .layers = 16,
+                .path_depth = 64,
+                .min_free_percent = 0 },
     .force_resolve_fallback = fallback,
     .log = ignore_log,
   };
@@ -195,7 +201,7 @@ apply_once (bool fallback)
   struct nsbox_error *err = NULL;
   FUZZ_CHECK (rt_unpack_new (&store, root_fd, &unpack, &err) == 0, "rt_unpack_new");
   FUZZ_CHECK (lseek (blob_fd, 0, SEEK_SET) == 0, "lseek");
-  int r = rt_unpack_layer (unpack, blob_fd, "sha256:0", 1, &err);
+  int r = rt_unpack_layer (unpack, blob_fd, "sha256:fuzz", "sha256:0", 1, &err);
   if (r >= 0)
     FUZZ_CHECK (!err, "rt_unpack_layer succeeded and filled the error");
   else

@@ -98,6 +98,43 @@ def main():
     with open(os.path.join(out, "whiteouts.tar.zst"), "wb") as f:
         f.write(subprocess.run(["zstd", "-q", "-c"], input=tar_bytes(seeds["whiteouts.tar"]),
                                check=True, capture_output=True).stdout)
+    # Bomb shapes (rootfs-tools/layer.c limits; the fuzzer's store has
+    # small ones: 2048 entries, 4096 inodes, 1 MiB per layer, depth 64).
+    # Gzipped: their tar streams are large and repetitive.
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    bombs = {
+        # Deep paths parting at the second component: over the depth limit,
+        # and just under it (each entry makes 58 new parents).
+        "bomb-deep-path": [entry("/".join(["a", letters[i]] + ["a"] * 2046))
+                           for i in range(8)],
+        "bomb-deep-within": [entry("/".join(["d", letters[i]] + ["a"] * 58))
+                             for i in range(52)]
+                            + [entry("/".join(["e", letters[i]] + ["b"] * 58))
+                               for i in range(52)],
+        # Implicit parents: 100 files 40 directories down parents nobody
+        # names.
+        "bomb-implicit-dirs": [entry(f"p{i}/" + "x/" * 40 + "f") for i in range(100)],
+        # Inodes and links of every kind.
+        "bomb-inodes": [entry("target", data=b"t")]
+                       + [entry(f"s{i}", L, link="target") for i in range(500)]
+                       + [entry(f"h{i}", H, link="target") for i in range(500)]
+                       + [entry(f"f{i}", F) for i in range(500)]
+                       + [entry(f"d{i}/", D, 0o755) for i in range(500)],
+        # Bytes of other kinds: 300 directories (4 KiB each) and xattrs.
+        "bomb-bytes": [entry(f"d{i}/", D, 0o755) for i in range(300)]
+                      + [entry(f"x{i}", pax={"SCHILY.xattr.user.pad": "p" * 60000})
+                         for i in range(20)],
+        # Paths through symlinks to "." that name one directory again.
+        "bomb-aliases": [entry("d/", D, 0o755)]
+                        + [entry(f"s{i}", L, link=".") for i in range(30)]
+                        + [entry(f"s{i}/s{j}/d/", D, 0o755)
+                           for i in range(30) for j in range(30)],
+        # 3 MiB of zeros, a few KB compressed.
+        "bomb-zeros": [entry(f"z{i}", data=bytes(1 << 20)) for i in range(3)],
+    }
+    for name, entries in bombs.items():
+        with open(os.path.join(out, name + ".tar.gz"), "wb") as f:
+            f.write(gzip.compress(tar_bytes(entries), mtime=0))
     with open(os.path.join(out, "gnu.tar"), "wb") as f:
         f.write(tar_bytes([entry("g" * 120, data=b"gnu long name\n"),
                            entry("gl", L, link="t" * 150)], tarfile.GNU_FORMAT))

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *
+const char *
 image_bin (void)
 {
   static char path[4096];

@@ -27,6 +27,9 @@ struct cmd_out
   char *err;  /* stderr */
 };
 
+/* The nsbox-image binary under test (absolute). */
+const char *image_bin (void);
+
 void fx_setup (struct fx *fx);
 void fx_teardown (struct fx *fx);
 
