@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "inroot.h"
+#include "remove.h"
 #include "strmap.h"
 
 #define STALE_INGEST_SECONDS (24 * 60 * 60)
@@ -92,7 +92,7 @@ sweep (struct nsbox_store *store, struct marks *m, const char *dir, keep_fn keep
       if (keep (store, m, fd, de->d_name))
         continue;
       uint64_t size = entry_bytes (fd, de->d_name);
-      int r = rt_remove_at (fd, de->d_name);
+      int r = nsbox_remove_at (fd, de->d_name);
       if (r < 0)
         {
           ret = nsbox_error_sys (err, -r, "remove '%s/%s/%s'", store->root, dir, de->d_name);

@@ -21,6 +21,7 @@
 #include "decompress.h"
 #include "filequeue.h"
 #include "inroot.h"
+#include "remove.h"
 #include "pathtab.h"
 #include "space.h"
 #include "strmap.h"
@@ -644,7 +645,7 @@ clear_target (struct layer *l, int pfd, const char *base, bool new_is_dir, const
   int ret = before_removal (l, err);
   if (ret < 0)
     return ret;
-  ret = rt_remove_at (pfd, base);
+  ret = nsbox_remove_at (pfd, base);
   if (ret < 0)
     return nsbox_error_sys (err, -ret, "%s: '%s': remove the existing entry", l->label, path);
   return 0;
@@ -1040,7 +1041,7 @@ opaque_clean (struct layer *l, int dir_fd, const char *path, uint32_t node,
         }
       if (!keep)
         {
-          ret = rt_remove_at (dir_fd, de->d_name);
+          ret = nsbox_remove_at (dir_fd, de->d_name);
           if (ret < 0)
             {
               ret = nsbox_error_sys (err, -ret, "%s: '%s': remove (opaque whiteout)", l->label,
@@ -1102,7 +1103,7 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
     return 0;
   if (fd < 0)
     return nsbox_error_sys (err, -fd, "%s: '%s': resolve", l->label, raw);
-  ret = rt_remove_at (fd, name);
+  ret = nsbox_remove_at (fd, name);
   close (fd);
   if (ret < 0)
     return nsbox_error_sys (err, -ret, "%s: '%s': apply whiteout", l->label, raw);
@@ -1425,7 +1426,7 @@ ensure_launcher_dir (struct rt_unpack *u, const char *name, mode_t mode, FILE *a
       if (S_ISDIR (st.st_mode))
         return 0;
       rt_store_warn (u->store, "warning: the image's /%s is not a directory; replacing it", name);
-      int ret = rt_remove_at (u->root_fd, name);
+      int ret = nsbox_remove_at (u->root_fd, name);
       if (ret < 0)
         return nsbox_error_sys (err, -ret, "remove '/%s'", name);
     }

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "fuzz-entry.h"
-#include "inroot.h"
+#include "remove.h"
 #include "layer.h"
 #include "space.h"
 
@@ -354,7 +354,7 @@ unpack_into_store (struct nsbox_store *store, json_t *layers, json_t *diff_ids, 
       else
         ret = 0; /* another process won: use its tree */
     }
-  rt_remove_at (store->root_fd, tmp_rel);
+  nsbox_remove_at (store->root_fd, tmp_rel);
   return ret;
 }
 

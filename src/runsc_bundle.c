@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "remove.h"
 #include "userns.h"
 #include "util.h"
 
@@ -339,43 +340,6 @@ write_helper (const struct nsbox_runsc_bundle *b, const struct nsbox_plan *plan,
   return write_bundle_file (b, ".nsbox-report", "", 0, 0640, err);
 }
 
-/* Removes everything below the directory `fd` (closed here) without ever
- * following a symlink: as root we clean up after processes of host uid
- * 65534, which another process of that uid could tamper with. */
-static void
-remove_below (int fd)
-{
-  DIR *d = fdopendir (fd);
-  if (!d)
-    {
-      close (fd);
-      return;
-    }
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      if (strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0)
-        continue;
-      if (unlinkat (dirfd (d), e->d_name, 0) == 0 || errno != EISDIR)
-        continue;
-      int sub = openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub >= 0)
-        remove_below (sub);
-      unlinkat (dirfd (d), e->d_name, AT_REMOVEDIR);
-    }
-  closedir (d);
-}
-
-static void
-remove_tree (const char *dir)
-{
-  int fd = open (dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return;
-  remove_below (fd);
-  rmdir (dir);
-}
-
 /* A launcher killed with SIGKILL took its gVisor processes with it (PID
  * namespace) but could not remove its work dir: the next run does. Only
  * directories we own (nobody else can create them for us to remove). */
@@ -386,11 +350,7 @@ remove_stale (int dir_fd, const char *name)
   if (fstatat (dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR (st.st_mode)
       || st.st_uid != geteuid ())
     return;
-  int fd = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return;
-  remove_below (fd);
-  unlinkat (dir_fd, name, AT_REMOVEDIR);
+  nsbox_remove_at (dir_fd, name);
 }
 
 /* Layout, when nsbox is root (gVisor runs as host uid 65534):
@@ -472,7 +432,7 @@ void
 nsbox_runsc_bundle_remove (struct nsbox_runsc_bundle *b)
 {
   if (b->workdir)
-    remove_tree (b->workdir);
+    nsbox_remove_at (AT_FDCWD, b->workdir);
   free (TAKE_PTR (b->workdir));
   free (TAKE_PTR (b->dir));
   free (TAKE_PTR (b->state));

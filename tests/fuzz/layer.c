@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "inroot.h"
+#include "remove.h"
 #include "layer.h"
 #include "store-private.h"
 
@@ -116,8 +116,8 @@ setup (void)
   FUZZ_CHECK (flock (base_fd, LOCK_EX | LOCK_NB) == 0,
               "'%s' is locked: another layer fuzzer runs (set NSBOX_FUZZ_LAYER_DIR)", base);
   /* Left over from a run that crashed. */
-  FUZZ_CHECK (rt_remove_at (base_fd, "root") == 0, "remove the old tree");
-  FUZZ_CHECK (rt_remove_at (base_fd, "sentinel") == 0, "remove the old sentinel");
+  FUZZ_CHECK (nsbox_remove_at (base_fd, "root") == 0, "remove the old tree");
+  FUZZ_CHECK (nsbox_remove_at (base_fd, "sentinel") == 0, "remove the old sentinel");
 
   FUZZ_CHECK (mkdirat (base_fd, "sentinel", 0755) == 0, "mkdir sentinel: %s", strerror (errno));
   int sentinel_fd = openat (base_fd, "sentinel", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -223,7 +223,7 @@ apply_once (bool fallback)
   rt_unpack_free (unpack);
   close (root_fd);
   check_outside ();
-  FUZZ_CHECK (rt_remove_at (base_fd, "root") == 0, "remove the tree: %s", strerror (errno));
+  FUZZ_CHECK (nsbox_remove_at (base_fd, "root") == 0, "remove the tree: %s", strerror (errno));
   check_outside ();
 }
 

@@ -1,4 +1,4 @@
-/* Tree removal (rootfs-tools/inroot.c): whatever the depth, within a small
+/* Tree removal (src/common/remove.c): whatever the depth, within a small
  * fd limit, with directories the owner cannot write, and never through a
  * symlink. */
 #include <criterion/criterion.h>
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "inroot.h"
+#include "remove.h"
 
 static char *
 make_temp_dir (void)
@@ -74,12 +74,12 @@ remove_deep_tree_case (int depth)
       struct rlimit rl = { 128, 128 };
       if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
         _exit (100);
-      int r = rt_remove_at (top, "t");
+      int r = nsbox_remove_at (top, "t");
       _exit (r == 0 ? 0 : 100 + (-r & 0x7f));
     }
   int status;
   cr_assert_eq (waitpid (pid, &status, 0), pid);
-  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "rt_remove_at failed: status %#x",
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "nsbox_remove_at failed: status %#x",
              status);
   struct stat st;
   cr_assert (fstatat (top, "t", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT,
