@@ -77,73 +77,99 @@ move_up (int from_fd, const char *name, int to_fd, unsigned long *serial)
     }
 }
 
-/* Empties dir_fd with two fds whatever its depth: each child directory
+/* Removes every entry of dir_fd that is not a directory, and calls
+ * on_dir(dir_fd, name, data) for each one that is (unlinkat refuses it),
+ * until one fails. 0 or -errno. */
+static int
+unlink_entries (int dir_fd, int (*on_dir) (int dir_fd, const char *name, void *data), void *data)
+{
+  DIR *dir = open_dir_stream (dir_fd);
+  if (!dir)
+    return -errno;
+  int ret = 0;
+  struct dirent *de;
+  while (ret == 0 && (errno = 0, de = readdir (dir)))
+    {
+      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+        continue;
+      if (unlinkat (dir_fd, de->d_name, 0) == 0 || errno == ENOENT)
+        continue;
+      ret = errno == EISDIR || errno == EPERM ? on_dir (dir_fd, de->d_name, data) : -errno;
+    }
+  if (ret == 0 && errno != 0)
+    ret = -errno;
+  closedir (dir);
+  return ret;
+}
+
+/* Empties the directory name of dir_fd with on_dir for its directories,
+ * then removes it. */
+static int
+remove_dir_with (int dir_fd, const char *name,
+                 int (*on_dir) (int dir_fd, const char *name, void *data), void *data)
+{
+  int child = open_own_dir (dir_fd, name);
+  if (child < 0)
+    return child;
+  int ret = unlink_entries (child, on_dir, data);
+  close (child);
+  if (ret == 0 && unlinkat (dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+    ret = -errno;
+  return ret;
+}
+
+struct flatten
+{
+  int top_fd; /* the directory being emptied */
+  unsigned long serial;
+  bool moved; /* this pass gave top_fd new entries */
+};
+
+static int
+move_to_top (int dir_fd, const char *name, void *data)
+{
+  struct flatten *f = data;
+  f->moved = true;
+  return move_up (dir_fd, name, f->top_fd, &f->serial);
+}
+
+static int
+flatten_child (int dir_fd, const char *name, void *data)
+{
+  return remove_dir_with (dir_fd, name, move_to_top, data);
+}
+
+/* Empties dir_fd with a few fds whatever its depth: each child directory
  * gives its own subdirectories up to dir_fd (under fresh names) and is
- * removed; passes repeat until dir_fd is empty, one level per pass. */
+ * removed; passes repeat until one moves nothing up, one level per pass. */
 static int
 flatten_dir (int dir_fd)
 {
-  unsigned long serial = 0;
-  for (;;)
+  struct flatten f = { dir_fd, 0, true };
+  int ret = 0;
+  while (ret == 0 && f.moved)
     {
-      DIR *dir = open_dir_stream (dir_fd);
-      if (!dir)
-        return -errno;
-      bool seen = false;
-      int ret = 0;
-      struct dirent *de;
-      while ((errno = 0, de = readdir (dir)))
-        {
-          if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
-            continue;
-          seen = true;
-          if (unlinkat (dir_fd, de->d_name, 0) == 0 || errno == ENOENT)
-            continue;
-          if (errno != EISDIR && errno != EPERM)
-            {
-              ret = -errno;
-              break;
-            }
-          int child = open_own_dir (dir_fd, de->d_name);
-          if (child < 0)
-            {
-              ret = child;
-              break;
-            }
-          DIR *sub = open_dir_stream (child);
-          if (!sub)
-            {
-              ret = -errno;
-              close (child);
-              break;
-            }
-          struct dirent *se;
-          while (ret == 0 && (errno = 0, se = readdir (sub)))
-            {
-              if (strcmp (se->d_name, ".") == 0 || strcmp (se->d_name, "..") == 0)
-                continue;
-              if (unlinkat (child, se->d_name, 0) == 0 || errno == ENOENT)
-                continue;
-              if (errno != EISDIR && errno != EPERM)
-                ret = -errno;
-              else
-                ret = move_up (child, se->d_name, dir_fd, &serial);
-            }
-          if (ret == 0 && errno != 0)
-            ret = -errno;
-          closedir (sub);
-          close (child);
-          if (ret == 0 && unlinkat (dir_fd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-            ret = -errno;
-          if (ret < 0)
-            break;
-        }
-      if (ret == 0 && !de && errno != 0)
-        ret = -errno;
-      closedir (dir);
-      if (ret < 0 || !seen)
-        return ret;
+      f.moved = false;
+      ret = unlink_entries (dir_fd, flatten_child, &f);
     }
+  return ret;
+}
+
+static int remove_dir_contents (int dir_fd, unsigned depth);
+
+/* Two fds a level, down to REMOVE_RECURSE_DEPTH. */
+static int
+remove_subdir (int dir_fd, const char *name, void *data)
+{
+  unsigned depth = *(const unsigned *)data;
+  int child = open_own_dir (dir_fd, name);
+  if (child < 0)
+    return child;
+  int ret = remove_dir_contents (child, depth + 1);
+  close (child);
+  if (ret == 0 && unlinkat (dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+    ret = -errno;
+  return ret;
 }
 
 static int
@@ -151,42 +177,7 @@ remove_dir_contents (int dir_fd, unsigned depth)
 {
   if (depth >= REMOVE_RECURSE_DEPTH)
     return flatten_dir (dir_fd);
-  DIR *dir = open_dir_stream (dir_fd);
-  if (!dir)
-    return -errno;
-  int ret = 0;
-  struct dirent *de;
-  while ((errno = 0, de = readdir (dir)))
-    {
-      if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
-        continue;
-      if (unlinkat (dir_fd, de->d_name, 0) == 0 || errno == ENOENT)
-        continue;
-      if (errno != EISDIR && errno != EPERM)
-        {
-          ret = -errno;
-          break;
-        }
-      int child = open_own_dir (dir_fd, de->d_name);
-      if (child < 0)
-        {
-          ret = child;
-          break;
-        }
-      ret = remove_dir_contents (child, depth + 1);
-      close (child);
-      if (ret < 0)
-        break;
-      if (unlinkat (dir_fd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        {
-          ret = -errno;
-          break;
-        }
-    }
-  if (ret == 0 && !de && errno != 0)
-    ret = -errno;
-  closedir (dir);
-  return ret;
+  return unlink_entries (dir_fd, remove_subdir, &depth);
 }
 
 int

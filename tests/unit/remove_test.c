@@ -18,7 +18,7 @@
 static char *
 make_temp_dir (void)
 {
-  char tmpl[] = "/tmp/nsbox-inroot-test.XXXXXX";
+  char tmpl[] = "/tmp/nsbox-remove-test.XXXXXX";
   cr_assert_not_null (mkdtemp (tmpl));
   return strdup (tmpl);
 }
@@ -95,9 +95,9 @@ remove_deep_tree_case (int depth)
   free (dir);
 }
 
-Test (inroot, a_shallow_tree_is_removed, .timeout = 60) { remove_deep_tree_case (10); }
+Test (remove, a_shallow_tree_is_removed, .timeout = 60) { remove_deep_tree_case (10); }
 
-Test (inroot, a_tree_deeper_than_the_fd_limit_is_removed_with_few_fds, .timeout = 120)
+Test (remove, a_tree_deeper_than_the_fd_limit_is_removed_with_few_fds, .timeout = 120)
 {
   remove_deep_tree_case (1500);
 }
