@@ -1,7 +1,7 @@
 /* The layer applier: tar entries from libarchive (reader only) applied by
  * our own code to a private tree, every path resolved inside it. See
- * layer.h and ../shared/OCI.md sections 3 and 4. */
-#include "layer.h"
+ * layer.h; the finishing step (ownership.tsv, added-dirs) is finish.c. */
+#include "layer-private.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -26,7 +26,6 @@
 #include "space.h"
 #include "strmap.h"
 
-#define MAX_PATH_BYTES 4096
 #define MAX_COMPONENT_BYTES 255
 #define MAX_LINK_BYTES 4095
 #define MAX_XATTR_BYTES (64u << 10)
@@ -46,34 +45,6 @@
 #define QUEUE_MAX_NAMES 8192
 /* Paths longer than this are cut in messages. */
 #define MESSAGE_PATH_BYTES 160
-
-/* What the image said about one path: applied to directories at the end,
- * written to ownership.tsv for everything. */
-struct path_meta
-{
-  int64_t uid, gid;
-  struct timespec mtime;
-  mode_t mode;   /* type and permission bits from the header */
-  uint32_t node; /* in rt_unpack.paths */
-};
-
-struct rt_unpack
-{
-  struct nsbox_store *store;
-  int root_fd; /* O_RDONLY|O_DIRECTORY, the tree's root */
-  bool fallback;
-  /* What the image created so far, against the per-image limits. */
-  uint64_t image_bytes, image_inodes;
-  struct rt_space space;
-  /* Every path an entry named, with its parents; a node's meta is 1 + its
-   * index in metas, its mark 1 + the index of the layer that last wrote
-   * it or something below it. */
-  struct rt_pathtab paths;
-  struct path_meta *metas;
-  size_t n_metas, metas_cap;
-  bool warned_xattr, warned_user_xattr;
-  char *copy_buf;
-};
 
 /* One layer in progress. */
 struct layer
@@ -143,16 +114,13 @@ static int __attribute__ ((format (printf, 5, 6)))
 limit_error (struct layer *l, struct nsbox_error **err, int code, const char *path, const char *fmt,
              ...)
 {
-  char *what = NULL;
   va_list ap;
   va_start (ap, fmt);
-  int n = vasprintf (&what, fmt, ap);
+  cleanup_free char *what = vxasprintf (fmt, ap);
   va_end (ap);
-  if (n < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
-  int ret = layer_error (l, err, code, path, what);
-  free (what);
-  return ret;
+  if (!what)
+    return nsbox_error_oom (err);
+  return layer_error (l, err, code, path, what);
 }
 
 /* Names ------------------------------------------------------------------ */
@@ -169,7 +137,7 @@ clean_path (struct layer *l, const char *raw, char **out, struct nsbox_error **e
   cleanup_free char *buf = malloc (raw_len + 1);
   cleanup_free char *copy = strdup (raw);
   if (!buf || !copy)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   size_t len = 0;
   char *save = NULL;
   for (char *comp = strtok_r (copy, "/", &save); comp; comp = strtok_r (NULL, "/", &save))
@@ -242,7 +210,7 @@ mark_written (struct layer *l, const char *path, uint32_t *out, struct nsbox_err
       free (l->mark_parent);
       l->mark_parent = strndup (path, parent_len);
       if (!l->mark_parent)
-        return nsbox_error_set (err, ENOMEM, "out of memory");
+        return nsbox_error_oom (err);
       int ret = rt_pathtab_walk (t, RT_PATH_ROOT, l->mark_parent, true, &parent, NULL);
       if (ret < 0)
         {
@@ -360,8 +328,8 @@ queue_wait_for_name (struct layer *l, const char *base, struct nsbox_error **err
   if (!l->queued_names.count)
     return 0;
   cleanup_free char *key = NULL;
-  if (asprintf (&key, "%ju/%s", (uintmax_t)l->parent_ino, base) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (!(key = xasprintf ("%ju/%s", (uintmax_t)l->parent_ino, base)))
+    return nsbox_error_oom (err);
   if (!rt_strmap_has (&l->queued_names, key))
     return 0;
   return queue_drain (l, err);
@@ -369,8 +337,8 @@ queue_wait_for_name (struct layer *l, const char *base, struct nsbox_error **err
 
 /* Resolution ------------------------------------------------------------- */
 
-static int
-open_dir (struct rt_unpack *u, const char *path)
+int
+rt_unpack_open_dir (struct rt_unpack *u, const char *path)
 {
   return rt_open_dir_in_root (u->root_fd, path, u->fallback);
 }
@@ -382,7 +350,7 @@ static char *
 join_clamped (const char *dir, const char *target)
 {
   char *joined = NULL;
-  if (asprintf (&joined, "%s/%s", target[0] == '/' ? "" : dir, target) < 0)
+  if (!(joined = xasprintf ("%s/%s", target[0] == '/' ? "" : dir, target)))
     return NULL;
   char *out = malloc (strlen (joined) + 1);
   if (!out)
@@ -490,7 +458,7 @@ static int
 ensure_dir (struct layer *l, const char *path, const char *entry, unsigned nest,
             struct nsbox_error **err)
 {
-  int fd = open_dir (l->u, path);
+  int fd = rt_unpack_open_dir (l->u, path);
   if (fd >= 0)
     return fd;
   if (fd != -ENOENT)
@@ -500,9 +468,9 @@ ensure_dir (struct layer *l, const char *path, const char *entry, unsigned nest,
   cleanup_free char *copy = strdup (path);
   cleanup_free char *resolved = NULL;
   size_t resolved_len = 0, resolved_cap = 0, depth = 0;
-  cleanup_close int cur = open_dir (l->u, "");
+  cleanup_close int cur = rt_unpack_open_dir (l->u, "");
   if (!copy || append_component (&resolved, &resolved_len, &resolved_cap, "") < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   if (cur < 0)
     return parent_error (l, -cur, entry, err);
   char *save = NULL;
@@ -527,8 +495,8 @@ ensure_dir (struct layer *l, const char *path, const char *entry, unsigned nest,
           target[n] = '\0';
           size_t before = resolved_len;
           if (append_component (&resolved, &resolved_len, &resolved_cap, comp) < 0)
-            return nsbox_error_set (err, ENOMEM, "out of memory");
-          next = open_dir (l->u, resolved);
+            return nsbox_error_oom (err);
+          next = rt_unpack_open_dir (l->u, resolved);
           if (next >= 0)
             {
               close (cur);
@@ -541,7 +509,7 @@ ensure_dir (struct layer *l, const char *path, const char *entry, unsigned nest,
           resolved[resolved_len = before] = '\0';
           char *joined = join_clamped (resolved, target);
           if (!joined)
-            return nsbox_error_set (err, ENOMEM, "out of memory");
+            return nsbox_error_oom (err);
           next = ensure_dir (l, joined, entry, nest + 1, err);
           if (next < 0)
             {
@@ -560,7 +528,7 @@ ensure_dir (struct layer *l, const char *path, const char *entry, unsigned nest,
       if (append_component (&resolved, &resolved_len, &resolved_cap, comp) < 0)
         {
           close (next);
-          return nsbox_error_set (err, ENOMEM, "out of memory");
+          return nsbox_error_oom (err);
         }
       close (cur);
       cur = next;
@@ -588,7 +556,7 @@ open_parent (struct layer *l, const char *parent, const char *path, struct nsbox
   if (l->parent_fd >= 0 && !l->parent_stale && strcmp (l->parent_path, parent) == 0)
     return l->parent_fd;
   forget_parent (l);
-  int fd = open_dir (l->u, parent);
+  int fd = rt_unpack_open_dir (l->u, parent);
   if (fd < 0)
     {
       /* A queued file may be in the way of what is missing. */
@@ -610,7 +578,7 @@ open_parent (struct layer *l, const char *parent, const char *path, struct nsbox
   if (!l->parent_path)
     {
       close (fd);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   l->parent_fd = fd;
   l->parent_ino = st.st_ino;
@@ -794,12 +762,12 @@ queue_regular (struct layer *l, struct archive_entry *entry, int pfd, int64_t si
 {
   cleanup_file_job struct rt_file_job *job = calloc (1, sizeof *job);
   if (!job)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   job->path = strdup (path);
   job->len = (size_t)size;
   job->data = size > 0 ? malloc ((size_t)size) : NULL;
   if (!job->path || (size > 0 && !job->data))
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   const char *slash = strrchr (job->path, '/');
   job->base = slash ? slash + 1 : job->path;
   job->mode = archive_entry_perm (entry) & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
@@ -824,9 +792,9 @@ queue_regular (struct layer *l, struct archive_entry *entry, int pfd, int64_t si
   if (shared)
     job->dir = rt_dir_ref_get (l->parent_ref);
   cleanup_free char *key = NULL;
-  if (asprintf (&key, "%ju/%s", (uintmax_t)l->parent_ino, job->base) < 0
+  if (!(key = xasprintf ("%ju/%s", (uintmax_t)l->parent_ino, job->base))
       || rt_strmap_put (&l->queued_names, key, NULL, NULL) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   if (l->queued_names.count >= QUEUE_MAX_NAMES && (ret = queue_drain (l, err)) < 0)
     return ret;
   if (!rt_file_queue_push (&l->files, TAKE_PTR (job), QUEUE_MAX_JOBS, QUEUE_MAX_BYTES))
@@ -860,15 +828,9 @@ write_regular (struct layer *l, struct archive_entry *entry, int pfd, const char
         return (int)n;
       if (n == 0)
         break;
-      for (la_ssize_t off = 0; off < n;)
-        {
-          ssize_t w = write (fd, l->u->copy_buf + off, (size_t)(n - off));
-          if (w < 0 && errno == EINTR)
-            continue;
-          if (w < 0)
-            return nsbox_error_sys (err, errno, "%s: '%s': write", l->label, path);
-          off += w;
-        }
+      int w = nsbox_write_all (fd, l->u->copy_buf, (size_t)n);
+      if (w < 0)
+        return nsbox_error_sys (err, -w, "%s: '%s': write", l->label, path);
     }
   ret = check_entry_end (l, copied, size, path, err);
   if (ret < 0)
@@ -951,7 +913,7 @@ write_hardlink (struct layer *l, const char *raw_target, int pfd, const char *ba
     return 0;
   const char *tparent, *tbase;
   split_path (target, &tparent, &tbase);
-  int tfd = open_dir (l->u, tparent);
+  int tfd = rt_unpack_open_dir (l->u, tparent);
   if (tfd < 0)
     return nsbox_error_set (err, EBADMSG, "%s: '%s': hardlink target '%s' not found: %s", l->label,
                             path, raw_target, strerror (-tfd));
@@ -1015,7 +977,7 @@ opaque_clean (struct layer *l, int dir_fd, const char *path, uint32_t node,
   if (!dir)
     {
       close (fd);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   int ret = 0;
   struct dirent *de;
@@ -1032,11 +994,11 @@ opaque_clean (struct layer *l, int dir_fd, const char *path, uint32_t node,
             continue; /* a file (or symlink) this layer wrote */
         }
       cleanup_free char *child = NULL;
-      if (asprintf (&child, "%s%s%s", path, *path ? "/" : "", de->d_name) < 0)
+      if (!(child = xasprintf ("%s%s%s", path, *path ? "/" : "", de->d_name)))
         {
           if (cfd >= 0)
             close (cfd);
-          ret = nsbox_error_set (err, ENOMEM, "out of memory");
+          ret = nsbox_error_oom (err);
           break;
         }
       if (!keep)
@@ -1079,7 +1041,7 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
       int ret = before_removal (l, err);
       if (ret < 0)
         return ret;
-      int fd = open_dir (l->u, parent);
+      int fd = rt_unpack_open_dir (l->u, parent);
       if (fd == -ENOENT || fd == -ENOTDIR)
         return 0;
       if (fd < 0)
@@ -1098,7 +1060,7 @@ apply_whiteout (struct layer *l, const char *parent, const char *base, const cha
   int ret = before_removal (l, err);
   if (ret < 0)
     return ret;
-  int fd = open_dir (l->u, parent);
+  int fd = rt_unpack_open_dir (l->u, parent);
   if (fd == -ENOENT || fd == -ENOTDIR)
     return 0;
   if (fd < 0)
@@ -1165,7 +1127,7 @@ apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **
 
   cleanup_free char *lexical = strdup (path);
   if (!lexical)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   const char *parent, *base;
   split_path (path, &parent, &base);
   if (strncmp (base, ".wh.", 4) == 0)
@@ -1199,7 +1161,7 @@ apply_entry (struct layer *l, struct archive_entry *entry, struct nsbox_error **
   if (ret < 0)
     return ret;
   if (!hardlink && record_meta (l, node, entry) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   return 0;
 }
 
@@ -1243,7 +1205,7 @@ rt_unpack_new (struct nsbox_store *store, int root_fd, struct rt_unpack **out,
 {
   struct rt_unpack *u = calloc (1, sizeof *u);
   if (!u)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   u->store = store;
   u->root_fd = root_fd;
   u->fallback = store->force_resolve_fallback;
@@ -1252,7 +1214,7 @@ rt_unpack_new (struct nsbox_store *store, int root_fd, struct rt_unpack **out,
     {
       free (u->copy_buf);
       free (u);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   rt_space_init (&u->space, root_fd, (unsigned)store->limits.min_free_percent);
   *out = u;
@@ -1365,8 +1327,8 @@ rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *digest, const cha
                  unsigned index, struct nsbox_error **err)
 {
   struct layer l = { .u = u, .index = index, .mark = index + 1, .parent_fd = -1 };
-  if (asprintf (&l.label, "layer %u (%s)", index, digest) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (!(l.label = xasprintf ("layer %u (%s)", index, digest)))
+    return nsbox_error_oom (err);
   struct rt_limits *lim = &u->store->limits;
   /* Tar headers and padding on top of the file data. */
   uint64_t stream_limit = lim->layer_bytes + lim->layer_bytes / 4 + (64u << 20);
@@ -1379,7 +1341,7 @@ rt_unpack_layer (struct rt_unpack *u, int blob_fd, const char *digest, const cha
   l.ar = archive_read_new ();
   if (!l.ar)
     {
-      ret = nsbox_error_set (err, ENOMEM, "out of memory");
+      ret = nsbox_error_oom (err);
       goto out;
     }
   archive_read_support_format_tar (l.ar);
@@ -1412,182 +1374,4 @@ out:
   free (l.mark_parent);
   free (l.label);
   return ret;
-}
-
-/* Finishing -------------------------------------------------------------- */
-
-static int
-ensure_launcher_dir (struct rt_unpack *u, const char *name, mode_t mode, FILE *added,
-                     struct nsbox_error **err)
-{
-  struct stat st;
-  if (fstatat (u->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-    {
-      if (S_ISDIR (st.st_mode))
-        return 0;
-      rt_store_warn (u->store, "warning: the image's /%s is not a directory; replacing it", name);
-      int ret = nsbox_remove_at (u->root_fd, name);
-      if (ret < 0)
-        return nsbox_error_sys (err, -ret, "remove '/%s'", name);
-    }
-  if (mkdirat (u->root_fd, name, 0700) < 0)
-    return nsbox_error_sys (err, errno, "create '/%s'", name);
-  cleanup_close int fd = openat (u->root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  /* A fixed time, so every unpack of the image gives the same tree. */
-  static const struct timespec epoch[2] = { { 0, 0 }, { 0, 0 } };
-  if (fd < 0 || fchmod (fd, mode) < 0 || futimens (fd, epoch) < 0)
-    return nsbox_error_sys (err, errno, "chmod '/%s'", name);
-  fprintf (added, "%s\n", name);
-  return 0;
-}
-
-/* Orders of metas indices (qsort_r; data is the rt_unpack). */
-static int
-deeper_first (const void *a, const void *b, void *data)
-{
-  const struct rt_unpack *u = data;
-  uint32_t x = u->metas[*(const uint32_t *)a].node, y = u->metas[*(const uint32_t *)b].node;
-  unsigned dx = rt_pathtab_node (&u->paths, x)->depth, dy = rt_pathtab_node (&u->paths, y)->depth;
-  if (dx != dy)
-    return dx < dy ? 1 : -1;
-  return rt_pathtab_compare (&u->paths, x, y);
-}
-
-static int
-by_path (const void *a, const void *b, void *data)
-{
-  const struct rt_unpack *u = data;
-  return rt_pathtab_compare (&u->paths, u->metas[*(const uint32_t *)a].node,
-                             u->metas[*(const uint32_t *)b].node);
-}
-
-/* The directory resolved last, for the walks over sorted paths below
- * (nothing is removed meanwhile). */
-struct dir_cache
-{
-  uint32_t node;
-  int fd;
-};
-
-static void
-dir_cache_clear (struct dir_cache *c)
-{
-  if (c->fd >= 0)
-    close (c->fd);
-  c->fd = -1;
-}
-
-/* Writes the path of `node` to path (MAX_PATH_BYTES + 1 bytes), points
- * *base at its last component and returns its parent directory; -errno
- * when it is gone. The fd stays the cache's. */
-static int
-entry_parent (struct rt_unpack *u, struct dir_cache *c, uint32_t node, char *path,
-              const char **base)
-{
-  if (rt_pathtab_path (&u->paths, node, path, MAX_PATH_BYTES + 1) < 0)
-    return -ENAMETOOLONG;
-  char *slash = strrchr (path, '/');
-  *base = slash ? slash + 1 : path;
-  uint32_t parent = rt_pathtab_node (&u->paths, node)->parent;
-  if (c->fd >= 0 && c->node == parent)
-    return c->fd;
-  dir_cache_clear (c);
-  if (slash)
-    *slash = '\0';
-  int fd = open_dir (u, slash ? path : "");
-  if (slash)
-    *slash = '/';
-  if (fd < 0)
-    return fd;
-  c->node = parent;
-  c->fd = fd;
-  return fd;
-}
-
-static void
-write_tsv_path (FILE *f, const char *path)
-{
-  fputc ('/', f);
-  for (const char *p = path; *p; p++)
-    switch (*p)
-      {
-      case '\t':
-        fputs ("\\t", f);
-        break;
-      case '\n':
-        fputs ("\\n", f);
-        break;
-      case '\\':
-        fputs ("\\\\", f);
-        break;
-      default:
-        fputc (*p, f);
-      }
-}
-
-int
-rt_unpack_finish (struct rt_unpack *u, FILE *ownership, FILE *added, struct nsbox_error **err)
-{
-  int ret = ensure_launcher_dir (u, "proc", 0755, added, err);
-  if (ret >= 0)
-    ret = ensure_launcher_dir (u, "dev", 0755, added, err);
-  if (ret >= 0)
-    ret = ensure_launcher_dir (u, "tmp", 01777, added, err);
-  if (ret < 0)
-    return ret;
-  cleanup_free uint32_t *items = calloc (u->n_metas + 1, sizeof *items);
-  cleanup_free char *path = malloc (MAX_PATH_BYTES + 1);
-  if (!items || !path)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
-  size_t n = u->n_metas;
-  for (size_t i = 0; i < n; i++)
-    items[i] = (uint32_t)i;
-  qsort_r (items, n, sizeof *items, deeper_first, u);
-  struct dir_cache cache = { 0, -1 };
-  for (size_t i = 0; i < n; i++)
-    {
-      const struct path_meta *m = &u->metas[items[i]];
-      if (!S_ISDIR (m->mode))
-        continue;
-      const char *base;
-      int pfd = entry_parent (u, &cache, m->node, path, &base);
-      cleanup_close int fd
-          = pfd < 0 ? -1 : openat (pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd < 0)
-        continue; /* removed or replaced by a later layer */
-      struct timespec ts[2] = { m->mtime, m->mtime };
-      if (fchmod (fd, m->mode & 07777) < 0 || futimens (fd, ts) < 0)
-        {
-          ret = nsbox_error_sys (err, errno, "set mode and times of '/%s'", path);
-          dir_cache_clear (&cache);
-          return ret;
-        }
-    }
-  dir_cache_clear (&cache);
-  /* Layers cannot carry the root's metadata (a root entry is ignored): a
-   * fixed mode and time keep the tree the same whatever the unpack time. */
-  static const struct timespec epoch[2] = { { 0, 0 }, { 0, 0 } };
-  if (fchmod (u->root_fd, 0755) < 0 || futimens (u->root_fd, epoch) < 0)
-    return nsbox_error_sys (err, errno, "chmod the rootfs");
-
-  qsort_r (items, n, sizeof *items, by_path, u);
-  fputs ("# path\tuid\tgid\tmode (as in the image; the files belong to the unpacking user)\n",
-         ownership);
-  for (size_t i = 0; i < n; i++)
-    {
-      const struct path_meta *m = &u->metas[items[i]];
-      const char *base;
-      int pfd = entry_parent (u, &cache, m->node, path, &base);
-      struct stat st;
-      if (pfd < 0 || fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0
-          || (st.st_mode & S_IFMT) != (m->mode & S_IFMT))
-        continue;
-      write_tsv_path (ownership, path);
-      fprintf (ownership, "\t%" PRId64 "\t%" PRId64 "\t%04o\n", m->uid, m->gid,
-               (unsigned)(m->mode & 07777));
-    }
-  dir_cache_clear (&cache);
-  if (ferror (ownership) || ferror (added))
-    return nsbox_error_set (err, EIO, "write ownership.tsv");
-  return 0;
 }

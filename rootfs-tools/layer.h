@@ -1,7 +1,8 @@
-/* Applying image layers to a private rootfs tree (../shared/OCI.md
- * sections 2.5, 3 and 4): own decompression (gzip, zstd, plain), DiffID
- * verification, libarchive as the tar reader, and an applier that resolves
- * every path inside the tree. */
+/* Applying image layers to a private rootfs tree, with the OCI image
+ * spec's layer semantics (whiteouts, opaque directories): own
+ * decompression (gzip, zstd, plain), DiffID verification, libarchive as
+ * the tar reader, and an applier that resolves every path inside the tree
+ * and bounds what a layer may create (store-private.h: the limits). */
 #ifndef NSBOX_LAYER_H
 #define NSBOX_LAYER_H
 
