@@ -1,6 +1,7 @@
 /* nsbox_image_pull: reference -> (index ->) manifest -> config + layers,
  * every document and blob verified by size and digest before it enters the
- * store, then the reference is tagged. See ../shared/OCI.md sections 1, 2. */
+ * store, then the reference is tagged (the OCI distribution spec, with
+ * Docker's schema 2 manifests and manifest lists). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,16 +32,6 @@ static const char manifest_accept[]
 static const char *const config_media_types[] = {
   "application/vnd.oci.image.config.v1+json",
   "application/vnd.docker.container.image.v1+json",
-};
-
-static const char *const layer_media_types[] = {
-  "application/vnd.oci.image.layer.v1.tar",
-  "application/vnd.oci.image.layer.v1.tar+gzip",
-  "application/vnd.oci.image.layer.v1.tar+zstd",
-  "application/vnd.oci.image.layer.nondistributable.v1.tar",
-  "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
-  "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
-  "application/vnd.docker.image.rootfs.diff.tar.gzip",
 };
 
 static bool
@@ -165,11 +156,11 @@ registry_init (struct registry *reg, struct nsbox_store *store, const char *text
   reg->ref_string = nsbox_reference_string (reg->ref);
   reg->host = strdup (nsbox_reference_registry_host (reg->ref));
   if (!reg->ref_string || !reg->host)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   reg->plain_http = registry_host_insecure_ok (reg->host, reg->insecure);
-  if (asprintf (&reg->base_url, "%s://%s", reg->plain_http ? "http" : "https", reg->host) < 0
-      || asprintf (&reg->default_scope, "repository:%s:pull", reg->ref->path) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (!(reg->base_url = xasprintf ("%s://%s", reg->plain_http ? "http" : "https", reg->host))
+      || !(reg->default_scope = xasprintf ("repository:%s:pull", reg->ref->path)))
+    return nsbox_error_oom (err);
   static bool curl_ready;
   if (!curl_ready)
     {
@@ -238,7 +229,7 @@ manifest_parse (struct registry *reg, struct manifest *m, const char *content_ty
   if ((is_index_type (type) && has_image) || (is_manifest_type (type) && has_manifests))
     return nsbox_error_set (err, EBADMSG, "%s: content does not match its type '%s'", what, type);
   m->media_type = strdup (type);
-  return m->media_type ? 0 : nsbox_error_set (err, ENOMEM, "out of memory");
+  return m->media_type ? 0 : nsbox_error_oom (err);
 }
 
 static int
@@ -264,8 +255,8 @@ manifest_fetch (struct registry *reg, const char *reference, const struct descri
   char what[256];
   bool by_digest = nsbox_reference_digest_valid (reference);
   snprintf (what, sizeof what, "manifest '%s'", reference);
-  if (asprintf (&url, "%s/v2/%s/manifests/%s", reg->base_url, reg->ref->path, reference) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (!(url = xasprintf ("%s/v2/%s/manifests/%s", reg->base_url, reg->ref->path, reference)))
+    return nsbox_error_oom (err);
 
   if (by_digest && nsbox_store_has_blob (reg->store, reference))
     {
@@ -308,7 +299,7 @@ manifest_fetch (struct registry *reg, const char *reference, const struct descri
       m->body = strdup ("");
       if (!m->body)
         {
-          r = nsbox_error_set (err, ENOMEM, "out of memory");
+          r = nsbox_error_oom (err);
           goto out;
         }
     }
@@ -374,10 +365,10 @@ blob_download (struct registry *reg, const struct descriptor *d, const char *wha
       return 0;
     }
   cleanup_free char *url = NULL;
-  if (asprintf (&url, "%s/v2/%s/blobs/%s", reg->base_url, reg->ref->path, d->digest) < 0)
+  if (!(url = xasprintf ("%s/v2/%s/blobs/%s", reg->base_url, reg->ref->path, d->digest)))
     {
       nsbox_ingest_abort (ingest, true);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   struct registry_blob_sink sink = { .ingest = ingest, .size = d->size, .counted = counted };
   struct registry_response resp = { .body_max = REGISTRY_MAX_SMALL_BYTES, .content_length = -1 };
@@ -518,11 +509,11 @@ pull_image_manifest (struct registry *reg, struct manifest *m, const struct nsbo
   size_t n = json_array_size (layers);
   struct descriptor *ds = calloc (n ? n : 1, sizeof *ds);
   if (!ds)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   for (size_t i = 0; i < n && r >= 0; i++)
     {
       r = descriptor_read (json_array_get (layers, i), "layer", &ds[i], err);
-      if (r >= 0 && !in_list (ds[i].media_type, layer_media_types, ARRAY_SIZE (layer_media_types)))
+      if (r >= 0 && !rt_layer_media_type_ok (ds[i].media_type))
         r = nsbox_error_set (err, EPROTONOSUPPORT,
                              "layer %s: unsupported type '%s' (foreign layers are not pulled)",
                              ds[i].digest, ds[i].media_type ? ds[i].media_type : "(none)");
@@ -632,7 +623,7 @@ nsbox_image_pull (struct nsbox_store *store, const char *ref,
     {
       *manifest_digest = strdup (m.digest);
       if (!*manifest_digest)
-        r = nsbox_error_set (err, ENOMEM, "out of memory");
+        r = nsbox_error_oom (err);
     }
 out:
   manifest_clear (&m);
@@ -649,7 +640,7 @@ registry_fuzz_manifest_parse (const char *body, size_t len, const char *content_
   struct registry reg = { .ref_string = (char *)"fuzz" };
   struct manifest m = { .body = malloc (len ? len : 1), .len = len };
   if (!m.body)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   if (len)
     memcpy (m.body, body, len);
   int r = manifest_parse (&reg, &m, content_type, "fuzz", err);

@@ -28,7 +28,7 @@
 #define MEDIA_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 #define MEDIA_DOCKER_CONFIG "application/vnd.docker.container.image.v1+json"
 
-/* Limits against decompression and archive bombs (OCI.md section 4), each
+/* Limits against decompression and archive bombs, each
  * from its environment variable (store.c: limit_vars, which has the
  * defaults and the accepted ranges; tests use small values). A value that
  * is not a whole number in range is an error, never a silent default.
@@ -111,7 +111,11 @@ NSBOX_INTERNAL int rt_store_lock (struct nsbox_store *store, const char *name, i
 NSBOX_INTERNAL int rt_check_layer_count (struct nsbox_store *store, json_t *layers,
                                          const char *image, struct nsbox_error **err);
 
-/* ChainID of a list of DiffIDs (OCI config.md). */
+/* Whether a layer descriptor's media type is one the unpack applies (OCI
+ * and Docker layers, plain, gzip or zstd; no foreign layers). */
+NSBOX_INTERNAL bool rt_layer_media_type_ok (const char *media);
+
+/* ChainID of a list of DiffIDs (the OCI image spec's definition). */
 NSBOX_INTERNAL int rt_chain_id (json_t *diff_ids, char out[RT_DIGEST_LEN + 1],
                                 struct nsbox_error **err);
 

@@ -42,7 +42,7 @@ rt_chain_id (json_t *diff_ids, char out[RT_DIGEST_LEN + 1], struct nsbox_error *
         char buf[2 * RT_DIGEST_LEN + 2];
         snprintf (buf, sizeof buf, "%s %s", chain, d);
         if (rt_sha256_buffer (buf, strlen (buf), chain) < 0)
-          return nsbox_error_set (err, ENOMEM, "out of memory");
+          return nsbox_error_oom (err);
       }
   }
   if (!chain[0])
@@ -67,8 +67,8 @@ rt_check_layer_count (struct nsbox_store *store, json_t *layers, const char *ima
       image, n, max, max, first ? first : "?");
 }
 
-static bool
-layer_media_type_ok (const char *media)
+bool
+rt_layer_media_type_ok (const char *media)
 {
   static const char *const ok[] = {
     "application/vnd.oci.image.layer.v1.tar",
@@ -80,7 +80,7 @@ layer_media_type_ok (const char *media)
     "application/vnd.docker.image.rootfs.diff.tar.gzip",
     "application/vnd.docker.image.rootfs.diff.tar",
   };
-  for (size_t i = 0; i < ARRAY_SIZE (ok); i++)
+  for (size_t i = 0; media && i < ARRAY_SIZE (ok); i++)
     if (strcmp (media, ok[i]) == 0)
       return true;
   return false;
@@ -111,7 +111,7 @@ check_manifest (json_t *manifest, const char *digest, json_t **config_desc,
     const char *lm = json_string_value (json_object_get (l, "mediaType"));
     if (!nsbox_digest_valid (ld) || !json_is_integer (json_object_get (l, "size")))
       return nsbox_error_set (err, EBADMSG, "manifest '%s': layer %zu: bad descriptor", digest, i);
-    if (!lm || !layer_media_type_ok (lm))
+    if (!lm || !rt_layer_media_type_ok (lm))
       return nsbox_error_set (err, EBADMSG, "manifest '%s': layer %zu: unsupported media type '%s'",
                               digest, i, lm ? lm : "(none)");
   }
@@ -138,7 +138,7 @@ load_config (struct nsbox_store *store, json_t *desc, json_t *layers, json_t **o
                             digest, len, json_integer_value (size));
   char computed[RT_DIGEST_LEN + 1];
   if (rt_sha256_buffer (data, len, computed) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   if (strcmp (computed, digest) != 0)
     return nsbox_error_set (err, EBADMSG, "config '%s': digest mismatch (got '%s')", digest,
                             computed);
@@ -166,7 +166,7 @@ env_from_config (json_t *config, char ***out, struct nsbox_error **err)
   size_t n = json_array_size (env);
   char **strv = calloc (n + 1, sizeof *strv);
   if (!strv)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     {
@@ -177,7 +177,7 @@ env_from_config (json_t *config, char ***out, struct nsbox_error **err)
       if (!strv[k++])
         {
           nsbox_strv_free (strv);
-          return nsbox_error_set (err, ENOMEM, "out of memory");
+          return nsbox_error_oom (err);
         }
     }
   *out = strv;
@@ -191,16 +191,9 @@ write_text_at (int dir_fd, const char *name, const char *data, size_t len, struc
       = openat (dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     return nsbox_error_sys (err, errno, "create '%s'", name);
-  while (len > 0)
-    {
-      ssize_t n = write (fd, data, len);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return nsbox_error_sys (err, errno, "write '%s'", name);
-      data += n;
-      len -= (size_t)n;
-    }
+  int r = nsbox_write_all (fd, data, len);
+  if (r < 0)
+    return nsbox_error_sys (err, -r, "write '%s'", name);
   if (fsync (fd) < 0)
     return nsbox_error_sys (err, errno, "fsync '%s'", name);
   return 0;
@@ -216,7 +209,7 @@ stream_to_file (int dir_fd, const char *name, FILE **out, struct nsbox_error **e
   if (!*out)
     {
       close (fd);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   return 0;
 }
@@ -276,7 +269,7 @@ build_tree (struct nsbox_store *store, json_t *layers, json_t *diff_ids, json_t 
   text = json_dumps (config, JSON_INDENT (2) | JSON_SORT_KEYS);
   if (!text)
     {
-      ret = nsbox_error_set (err, ENOMEM, "out of memory");
+      ret = nsbox_error_oom (err);
       goto out;
     }
   ret = write_text_at (tmp_fd, "config.json", text, strlen (text), err);
@@ -290,7 +283,7 @@ out:
 static int
 tree_path (struct nsbox_store *store, const char *name, char **out)
 {
-  return asprintf (out, "%s/rootfs/%s/rootfs", store->root, name) < 0 ? -ENOMEM : 0;
+  return (*out = xasprintf ("%s/rootfs/%s/rootfs", store->root, name)) ? 0 : -ENOMEM;
 }
 
 static bool
@@ -404,7 +397,7 @@ nsbox_store_unpack (struct nsbox_store *store, const char *manifest_digest, char
     }
   cleanup_free char *path = NULL;
   if (tree_path (store, name, &path) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   char **strv = NULL;
   if (env)
     {
@@ -465,7 +458,7 @@ nsbox_store_list (struct nsbox_store *store, struct nsbox_store_image **images, 
   size_t n = json_array_size (manifests);
   struct nsbox_store_image *out = calloc (n + 1, sizeof *out);
   if (!out)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     {
@@ -487,7 +480,7 @@ nsbox_store_list (struct nsbox_store *store, struct nsbox_store_image **images, 
       if (!img->ref || !img->manifest_digest || !img->platform)
         {
           nsbox_store_images_free (out, k);
-          return nsbox_error_set (err, ENOMEM, "out of memory");
+          return nsbox_error_oom (err);
         }
     }
   *images = out;
