@@ -1,3 +1,5 @@
+/* Registry authentication: challenges, credentials, the token cache; see
+ * auth.h. */
 #include <ctype.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -134,12 +136,12 @@ parse_one_header (const char *h, struct nsbox_challenge **list, size_t *n, struc
       /* a new scheme */
       struct nsbox_challenge *grown = realloc (*list, (*n + 1) * sizeof **list);
       if (!grown)
-        return nsbox_error_set (err, ENOMEM, "out of memory");
+        return nsbox_error_oom (err);
       *list = grown;
       memset (&grown[*n], 0, sizeof grown[*n]);
       grown[*n].scheme = strndup (tok, tok_len);
       if (!grown[*n].scheme)
-        return nsbox_error_set (err, ENOMEM, "out of memory");
+        return nsbox_error_oom (err);
       for (char *c = grown[*n].scheme; *c; c++)
         *c = (char)tolower ((unsigned char)*c);
       (*n)++;
@@ -281,14 +283,14 @@ config_path (void)
   char *path = NULL;
   if (dir && *dir)
     {
-      if (asprintf (&path, "%s/config.json", dir) < 0)
+      if (!(path = xasprintf ("%s/config.json", dir)))
         return NULL;
       return path;
     }
   const char *home = getenv ("HOME");
   if (!home || !*home)
     return NULL;
-  if (asprintf (&path, "%s/.docker/config.json", home) < 0)
+  if (!(path = xasprintf ("%s/.docker/config.json", home)))
     return NULL;
   return path;
 }
@@ -402,8 +404,8 @@ run_helper (const char *helper, const char *server_url, char **output, int *stat
   for (const char *c = helper; *c; c++)
     if (!isalnum ((unsigned char)*c) && *c != '-' && *c != '_' && *c != '.')
       return nsbox_error_set (err, EINVAL, "invalid credential helper name '%s'", helper);
-  if (asprintf (&program, "docker-credential-%s", helper) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (!(program = xasprintf ("docker-credential-%s", helper)))
+    return nsbox_error_oom (err);
   if (pipe2 (in_pipe, O_CLOEXEC) < 0)
     return nsbox_error_sys (err, errno, "pipe for '%s'", program);
   if (pipe2 (out_pipe, O_CLOEXEC) < 0)
@@ -499,7 +501,7 @@ credentials_from_helper (const char *helper, const char *key, struct nsbox_crede
   r = set_credentials (out, user, secret);
   json_decref (doc);
   explicit_bzero (output, strlen (output));
-  return r < 0 ? nsbox_error_set (err, -r, "out of memory") : r;
+  return r < 0 ? nsbox_error_oom (err) : r;
 }
 
 static int
@@ -509,9 +511,7 @@ credentials_from_auths (json_t *entry, const char *path, const char *key,
   const char *auth = json_string_value (json_object_get (entry, "auth"));
   const char *identity = json_string_value (json_object_get (entry, "identitytoken"));
   if (identity && *identity)
-    return set_credentials (out, "<token>", identity) < 0
-               ? nsbox_error_set (err, ENOMEM, "out of memory")
-               : 1;
+    return set_credentials (out, "<token>", identity) < 0 ? nsbox_error_oom (err) : 1;
   if (!auth || !*auth)
     return 0;
   size_t len = 0;
@@ -527,7 +527,7 @@ credentials_from_auths (json_t *entry, const char *path, const char *key,
   *colon = '\0';
   int r = set_credentials (out, decoded, colon + 1);
   explicit_bzero (decoded, len);
-  return r < 0 ? nsbox_error_set (err, ENOMEM, "out of memory") : r;
+  return r < 0 ? nsbox_error_oom (err) : r;
 }
 
 int
@@ -537,25 +537,28 @@ nsbox_credentials_lookup (const char *registry, struct nsbox_credentials *out,
   cleanup_free char *path = config_path ();
   cleanup_free char *key = nsbox_credentials_key (registry);
   if (!key)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   if (!path)
     return 0;
-  cleanup_fclose FILE *f = fopen (path, "re");
-  if (!f)
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  cleanup_error struct nsbox_error *read_err = NULL;
+  int r = nsbox_read_file (path, CONFIG_MAX_BYTES, "Docker client configuration", &text, &len,
+                           &read_err);
+  if (r == -ENOENT || r == -ENOTDIR)
+    return 0;
+  if (r < 0)
     {
-      if (errno == ENOENT || errno == ENOTDIR)
-        return 0;
-      return nsbox_error_sys (err, errno, "open '%s'", path);
+      if (err && !*err)
+        *err = TAKE_PTR (read_err);
+      return r;
     }
   json_error_t jerr;
-  json_t *config = json_loadf (f, 0, &jerr);
-  if (!config || ftell (f) > CONFIG_MAX_BYTES)
-    {
-      json_decref (config);
-      return nsbox_error_set (err, EBADMSG, "'%s':%d:%d: %s", path, jerr.line, jerr.column,
-                              config ? "too large" : jerr.text);
-    }
-  int r = 0;
+  json_t *config = json_loadb (text, len, 0, &jerr);
+  explicit_bzero (text, len); /* it may hold credentials */
+  if (!config)
+    return nsbox_error_set (err, EBADMSG, "'%s':%d:%d: %s", path, jerr.line, jerr.column,
+                            jerr.text);
   const char *helper
       = json_string_value (lookup_normalized (json_object_get (config, "credHelpers"), key));
   if (!helper)

@@ -1,6 +1,6 @@
 /* Registry authentication: WWW-Authenticate challenges, credentials from the
- * Docker client configuration, and the per-(registry, scope) token cache.
- * See ../shared/OCI.md sections 1.2 and 1.3. */
+ * Docker client configuration, and the per-(registry, scope) token cache:
+ * the Docker registry token flow (distribution's token authentication). */
 #ifndef NSBOX_AUTH_H
 #define NSBOX_AUTH_H
 

@@ -341,7 +341,7 @@ rt_stream_new (int fd, uint64_t limit, struct rt_stream **out, struct nsbox_erro
 {
   struct rt_stream *s = calloc (1, sizeof *s);
   if (!s)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   s->fd = fd;
   s->limit = limit;
   s->in = malloc (IN_SIZE);
@@ -351,7 +351,7 @@ rt_stream_new (int fd, uint64_t limit, struct rt_stream **out, struct nsbox_erro
   if (!ok)
     {
       rt_stream_free (s);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   int ret = sniff (s, err);
   if (ret < 0)

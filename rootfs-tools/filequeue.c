@@ -63,17 +63,11 @@ job_run (const struct rt_file_job *job, const char **step)
       *step = "create";
       return errno;
     }
-  for (size_t off = 0; off < job->len;)
+  int r = nsbox_write_all (fd, job->data, job->len);
+  if (r < 0)
     {
-      ssize_t w = write (fd, job->data + off, job->len - off);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0)
-        {
-          *step = "write";
-          return errno;
-        }
-      off += (size_t)w;
+      *step = "write";
+      return -r;
     }
   if (fchmod (fd, job->mode) < 0)
     {

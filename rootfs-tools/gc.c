@@ -81,7 +81,7 @@ sweep (struct nsbox_store *store, struct marks *m, const char *dir, keep_fn keep
   if (!d)
     {
       close (fd);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   int ret = 0;
   struct dirent *de;

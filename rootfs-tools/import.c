@@ -1,7 +1,7 @@
 /* nsbox_store_import: docker-archive (legacy `docker save` and OCI-layout
  * forms), oci: directories and oci-archive tarballs, every blob verified.
  * Tarballs are streamed once; only allowed member names are read, and only
- * into the store (never extracted by name). See OCI.md section 6. */
+ * into the store (never extracted by name). The store: store.h. */
 #include "store-private.h"
 
 #include <archive.h>
@@ -74,7 +74,7 @@ parse_source (const char *source, struct import *im, struct nsbox_error **err)
       if (colon && colon[1])
         im->ref = strdup (colon + 1);
       if (!im->path || (colon && colon[1] && !im->ref))
-        return nsbox_error_set (err, ENOMEM, "out of memory");
+        return nsbox_error_oom (err);
       if (!*im->path)
         return nsbox_error_set (err, EINVAL, "'%s': no file or directory given", source);
       return 0;
@@ -170,7 +170,7 @@ read_json_member (struct archive *ar, const char *name, int64_t size, json_t **o
     return nsbox_error_set (err, EFBIG, "'%s' is larger than %u bytes", name, RT_MAX_JSON_BYTES);
   cleanup_free char *buf = malloc ((size_t)size + 1);
   if (!buf)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   la_ssize_t got = archive_read_data (ar, buf, (size_t)size);
   if (got != size)
     return nsbox_error_set (err, EBADMSG, "'%s': truncated", name);
@@ -256,7 +256,7 @@ take_member (struct import *im, struct archive *ar, struct archive_entry *entry,
         if (!m)
           {
             nsbox_ingest_abort (ingest, false);
-            return nsbox_error_set (err, ENOMEM, "out of memory");
+            return nsbox_error_oom (err);
           }
         m->size = (int64_t)nsbox_ingest_offset (ingest);
         /* A legacy config is named by its digest: hold it to that. */
@@ -269,7 +269,7 @@ take_member (struct import *im, struct archive *ar, struct archive_entry *entry,
         if (ret < 0 || rt_strmap_put (&im->members, plain, m, &old) < 0)
           {
             free (m);
-            return ret < 0 ? ret : nsbox_error_set (err, ENOMEM, "out of memory");
+            return ret < 0 ? ret : nsbox_error_oom (err);
           }
         free (old);
         return 0;
@@ -285,7 +285,7 @@ stream_archive (struct import *im, struct nsbox_error **err)
 {
   struct archive *ar = archive_read_new ();
   if (!ar)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   archive_read_support_format_tar (ar);
   archive_read_support_filter_gzip (ar);
   archive_read_support_filter_zstd (ar);
@@ -537,7 +537,7 @@ select_manifest (struct import *im, char **digest_out, char **name_out, struct n
           *digest_out = strdup (digest);
           *name_out = name ? strdup (name) : NULL;
           if (!*digest_out)
-            return nsbox_error_set (err, ENOMEM, "out of memory");
+            return nsbox_error_oom (err);
           return 0;
         }
       if (depth >= MAX_INDEX_DEPTH)
@@ -613,13 +613,12 @@ legacy_manifest (struct import *im, char **digest_out, char **name_out, struct n
   if (!config)
     return nsbox_error_set (err, EBADMSG, "'%s': the config of the image is missing", im->path);
   json_t *layers = json_array ();
-  json_t *manifest
+  cleanup_json json_t *manifest
       = json_pack ("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
                    MEDIA_OCI_MANIFEST, "config", "mediaType", MEDIA_OCI_CONFIG, "digest",
                    config->digest, "size", (json_int_t)config->size, "layers", layers);
-  cleanup_json json_t *holder = manifest;
   if (!manifest)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   json_array_foreach (json_object_get (entry, "Layers"), i, e)
   {
     struct member *m = find_member (im, json_string_value (e));
@@ -632,7 +631,7 @@ legacy_manifest (struct import *im, char **digest_out, char **name_out, struct n
   }
   cleanup_free char *text = json_dumps (manifest, JSON_COMPACT | JSON_SORT_KEYS);
   if (!text)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   int ret = nsbox_store_put_blob (im->store, NULL, text, strlen (text), digest_out, err);
   if (ret < 0)
     return ret;
@@ -656,13 +655,13 @@ ref_for (struct import *im, const char *name)
   if (dot && dot != base)
     *dot = '\0';
   char *candidate = NULL;
-  if (asprintf (&candidate, "localhost/import/%s:%s", base, given ? given : "latest") < 0)
+  if (!(candidate = xasprintf ("localhost/import/%s:%s", base, given ? given : "latest")))
     return NULL;
   char *normal = rt_normalize_ref (candidate);
   if (!normal)
     {
       free (candidate);
-      if (asprintf (&candidate, "localhost/import/image:%s", given ? given : "latest") < 0)
+      if (!(candidate = xasprintf ("localhost/import/image:%s", given ? given : "latest")))
         return NULL;
       normal = rt_normalize_ref (candidate);
     }
@@ -682,7 +681,7 @@ nsbox_store_import (struct nsbox_store *store, const char *source, char **ref_ou
   im.copy_buf = malloc (COPY_CHUNK);
   if (!im.copy_buf)
     {
-      ret = nsbox_error_set (err, ENOMEM, "out of memory");
+      ret = nsbox_error_oom (err);
       goto out;
     }
   if (im.kind == SOURCE_OCI_DIR)

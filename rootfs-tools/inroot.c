@@ -164,7 +164,7 @@ open_with_walker (int root_fd, const char *path)
           if (target[0] == '/')
             walk_unwind (&w, 0);
           char *joined = NULL;
-          if (asprintf (&joined, "%s/%s", target, cursor) < 0)
+          if (!(joined = xasprintf ("%s/%s", target, cursor)))
             {
               ret = -ENOMEM;
               goto out;

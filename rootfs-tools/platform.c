@@ -1,3 +1,5 @@
+/* Platforms: the host's, parsing "os/arch[/variant]", and choosing an
+ * index entry; see platform.h. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -170,7 +172,7 @@ nsbox_platform_select (json_t *index, const struct nsbox_platform *want, const c
   size_t list_len = 0;
   cleanup_fclose FILE *f = open_memstream (&list, &list_len);
   if (!f)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   bool any = false;
   json_array_foreach (manifests, i, entry)
   {
@@ -185,7 +187,7 @@ nsbox_platform_select (json_t *index, const struct nsbox_platform *want, const c
   if (fclose (TAKE_PTR (f)) != 0)
     {
       free (list);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   int r = nsbox_error_set (err, ENOEXEC, "no image for platform '%s' in '%s'; available: %s",
                            wanted, what, any ? list : "none");

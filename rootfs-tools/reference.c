@@ -225,7 +225,7 @@ nsbox_reference_parse (const char *text, struct nsbox_reference **out, struct ns
   cleanup_free char *name = strdup (text);
   __attribute__ ((cleanup (reference_freep))) struct nsbox_reference *ref = calloc (1, sizeof *ref);
   if (!name || !ref)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   char *tag = NULL, *digest = NULL;
   int r = split_reference (text, name, &tag, &digest, err);
   if (r < 0)
@@ -257,14 +257,14 @@ nsbox_reference_parse (const char *text, struct nsbox_reference **out, struct ns
 
   bool library = strcmp (domain, "docker.io") == 0 && !strchr (rest, '/');
   ref->domain = strdup (domain);
-  if (asprintf (&ref->path, "%s%s", library ? "library/" : "", rest) < 0)
+  if (!(ref->path = xasprintf ("%s%s", library ? "library/" : "", rest)))
     ref->path = NULL;
   if (digest)
     ref->digest = strdup (digest);
   else
     ref->tag = strdup (tag ? tag : "latest");
   if (!ref->domain || !ref->path || (!ref->digest && !ref->tag))
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   *out = TAKE_PTR (ref);
   return 0;
 }
@@ -273,9 +273,8 @@ char *
 nsbox_reference_string (const struct nsbox_reference *ref)
 {
   char *s = NULL;
-  if (asprintf (&s, "%s/%s%s%s", ref->domain, ref->path, ref->digest ? "@" : ":",
-                ref->digest ? ref->digest : ref->tag)
-      < 0)
+  if (!(s = xasprintf ("%s/%s%s%s", ref->domain, ref->path, ref->digest ? "@" : ":",
+                       ref->digest ? ref->digest : ref->tag)))
     return NULL;
   return s;
 }

@@ -1,3 +1,6 @@
+/* The registry client's HTTP exchange: one libcurl request with retries,
+ * stall detection, the response headers, blob sinks into the store, the
+ * token flow; see registry.h. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -197,8 +200,7 @@ sink_fail (struct registry_blob_sink *sink, int code, const char *fmt, ...)
   va_list ap;
   va_start (ap, fmt);
   free (sink->error_text);
-  if (vasprintf (&sink->error_text, fmt, ap) < 0)
-    sink->error_text = NULL;
+  sink->error_text = vxasprintf (fmt, ap);
   va_end (ap);
   sink->error = -code;
   return -code;
@@ -522,11 +524,11 @@ basic_header (const struct nsbox_credentials *c)
 {
   cleanup_free char *pair = NULL;
   char *header = NULL;
-  if (asprintf (&pair, "%s:%s", c->username, c->secret) < 0)
+  if (!(pair = xasprintf ("%s:%s", c->username, c->secret)))
     return NULL;
   cleanup_free char *encoded = nsbox_base64_encode (pair, strlen (pair));
   explicit_bzero (pair, strlen (pair));
-  if (!encoded || asprintf (&header, "Authorization: Basic %s", encoded) < 0)
+  if (!encoded || !(header = xasprintf ("Authorization: Basic %s", encoded)))
     return NULL;
   explicit_bzero (encoded, strlen (encoded));
   return header;
@@ -553,9 +555,9 @@ token_url (struct registry *reg, const struct nsbox_challenge *ch, const char *s
   if (reg->have_credentials && reg->credentials.username
       && !(account = escape (reg->curl, reg->credentials.username)))
     return NULL;
-  if (asprintf (&url, "%s%cservice=%s&scope=%s%s%s", ch->realm, strchr (ch->realm, '?') ? '&' : '?',
-                service, scope_e, account ? "&account=" : "", account ? account : "")
-      < 0)
+  if (!(url
+        = xasprintf ("%s%cservice=%s&scope=%s%s%s", ch->realm, strchr (ch->realm, '?') ? '&' : '?',
+                     service, scope_e, account ? "&account=" : "", account ? account : "")))
     return NULL;
   return url;
 }
@@ -571,7 +573,7 @@ fetch_token (struct registry *reg, const struct nsbox_challenge *ch, const char 
   struct registry_response resp = { .body_max = REGISTRY_MAX_SMALL_BYTES, .content_length = -1 };
   bool refused = false;
   if (!url)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   if (reg->have_credentials && reg->credentials.username)
     basic = basic_header (&reg->credentials);
   reg->token_requests++;
@@ -583,12 +585,10 @@ fetch_token (struct registry *reg, const struct nsbox_challenge *ch, const char 
       cleanup_free char *scope_e = escape (reg->curl, scope);
       cleanup_free char *refresh = escape (reg->curl, reg->credentials.identity_token);
       if (!service || !scope_e || !refresh
-          || asprintf (&form,
-                       "grant_type=refresh_token&client_id=nsbox&service=%s&scope=%s&"
-                       "refresh_token=%s",
-                       service, scope_e, refresh)
-                 < 0)
-        return nsbox_error_set (err, ENOMEM, "out of memory");
+          || !(form = xasprintf ("grant_type=refresh_token&client_id=nsbox&service=%s&scope=%s&"
+                                 "refresh_token=%s",
+                                 service, scope_e, refresh)))
+        return nsbox_error_oom (err);
       rc = perform (reg, REGISTRY_GET, ch->realm, NULL, NULL, 0, NULL, &resp, form, &refused);
       explicit_bzero (form, strlen (form));
     }
@@ -633,7 +633,7 @@ fetch_token (struct registry *reg, const struct nsbox_challenge *ch, const char 
       nsbox_token_cache_put (reg->host, scope, token, expires_in);
       *token_out = strdup (token);
       if (!*token_out)
-        r = nsbox_error_set (err, ENOMEM, "out of memory");
+        r = nsbox_error_oom (err);
     }
   json_decref (doc);
   if (resp.body)
@@ -649,7 +649,7 @@ set_bearer (struct registry *reg, const char *token, const char *scope)
   free (reg->token_scope);
   reg->authorization = NULL;
   reg->token_scope = strdup (scope);
-  if (!reg->token_scope || asprintf (&reg->authorization, "Authorization: Bearer %s", token) < 0)
+  if (!reg->token_scope || !(reg->authorization = xasprintf ("Authorization: Bearer %s", token)))
     {
       reg->authorization = NULL;
       return -ENOMEM;
@@ -694,8 +694,7 @@ handle_unauthorized (struct registry *reg, const struct registry_response *resp,
               if (r < 0)
                 break;
             }
-          r = set_bearer (reg, token, scope) < 0 ? nsbox_error_set (err, ENOMEM, "out of memory")
-                                                 : 1;
+          r = set_bearer (reg, token, scope) < 0 ? nsbox_error_oom (err) : 1;
           explicit_bzero (token, strlen (token));
         }
       else if (strcmp (ch->scheme, "basic") == 0)
@@ -706,7 +705,7 @@ handle_unauthorized (struct registry *reg, const struct registry_response *resp,
           *tried_fresh = true;
           free (reg->authorization);
           reg->authorization = basic_header (&reg->credentials);
-          r = reg->authorization ? 1 : nsbox_error_set (err, ENOMEM, "out of memory");
+          r = reg->authorization ? 1 : nsbox_error_oom (err);
         }
     }
   nsbox_challenges_free (challenges, (size_t)(n > 0 ? n : 0));
@@ -720,8 +719,8 @@ handle_unauthorized_by_ping (struct registry *reg, bool *tried_fresh, struct nsb
   cleanup_free char *url = NULL;
   struct registry_response ping = { .body_max = REGISTRY_MAX_SMALL_BYTES, .content_length = -1 };
   bool refused = false;
-  if (asprintf (&url, "%s/v2/", reg->base_url) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+  if (!(url = xasprintf ("%s/v2/", reg->base_url)))
+    return nsbox_error_oom (err);
   CURLcode rc = perform (reg, REGISTRY_GET, url, NULL, NULL, 0, NULL, &ping, NULL, &refused);
   int r = 0;
   if (rc == CURLE_OK && ping.status == 401 && ping.n_www_authenticate > 0)
@@ -805,7 +804,7 @@ registry_request (struct registry *reg, enum registry_method method, const char 
       /* A token cached by an earlier pull saves the 401 round trip. */
       cleanup_free char *token = nsbox_token_cache_get (reg->host, reg->default_scope);
       if (token && set_bearer (reg, token, reg->default_scope) < 0)
-        return nsbox_error_set (err, ENOMEM, "out of memory");
+        return nsbox_error_oom (err);
     }
   for (;;)
     {

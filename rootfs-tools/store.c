@@ -1,5 +1,5 @@
 /* The content-addressed image store: layout, blobs, ingest, index.json.
- * See store.h and ../shared/OCI.md section 6. */
+ * See store.h. */
 #include "store-private.h"
 
 #include "reference.h"
@@ -136,14 +136,13 @@ default_root (void)
     return strdup (env);
   if (geteuid () == 0)
     return strdup ("/var/lib/nsbox");
-  char *out = NULL;
   const char *xdg = getenv ("XDG_CACHE_HOME");
   if (xdg && *xdg == '/')
-    return asprintf (&out, "%s/nsbox", xdg) < 0 ? NULL : out;
+    return xasprintf ("%s/nsbox", xdg);
   const char *home = getenv ("HOME");
   if (!home || *home != '/')
     return NULL;
-  return asprintf (&out, "%s/.cache/nsbox", home) < 0 ? NULL : out;
+  return xasprintf ("%s/.cache/nsbox", home);
 }
 
 /* The limits, their variables, defaults and accepted ranges. Ranges: byte
@@ -213,27 +212,12 @@ write_file_at (int dir_fd, const char *name, const char *data, size_t len, mode_
   cleanup_close int fd = openat (dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0)
     return -errno;
-  while (len > 0)
-    {
-      ssize_t n = write (fd, data, len);
-      if (n < 0)
-        {
-          if (errno == EINTR)
-            continue;
-          int saved = errno;
-          unlinkat (dir_fd, tmp, 0);
-          return -saved;
-        }
-      data += n;
-      len -= (size_t)n;
-    }
-  if (fsync (fd) < 0 || renameat (dir_fd, tmp, dir_fd, name) < 0)
-    {
-      int saved = errno;
-      unlinkat (dir_fd, tmp, 0);
-      return -saved;
-    }
-  return 0;
+  int r = nsbox_write_all (fd, data, len);
+  if (r == 0 && (fsync (fd) < 0 || renameat (dir_fd, tmp, dir_fd, name) < 0))
+    r = -errno;
+  if (r < 0)
+    unlinkat (dir_fd, tmp, 0);
+  return r;
 }
 
 static int
@@ -258,7 +242,7 @@ nsbox_store_open (const char *root, struct nsbox_store **out, struct nsbox_error
 {
   cleanup_free char *path = root ? strdup (root) : default_root ();
   if (!path)
-    return root ? nsbox_error_set (err, ENOMEM, "out of memory")
+    return root ? nsbox_error_oom (err)
                 : nsbox_error_set (err, EINVAL, "no image store location: set NSBOX_STORE or HOME");
   if (!*path)
     return nsbox_error_set (err, EINVAL, "image store path is empty");
@@ -272,7 +256,7 @@ nsbox_store_open (const char *root, struct nsbox_store **out, struct nsbox_error
     return nsbox_error_sys (err, -ret, "create image store '%s'", path);
   struct nsbox_store *store = calloc (1, sizeof *store);
   if (!store)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   store->root_fd = store->lock_fd = -1;
   store->root = TAKE_PTR (path);
   store->limits = limits;
@@ -337,16 +321,12 @@ rt_store_warn (struct nsbox_store *store, const char *fmt, ...)
 {
   if (!store->log)
     return;
-  char *message = NULL;
   va_list ap;
   va_start (ap, fmt);
-  int n = vasprintf (&message, fmt, ap);
+  cleanup_free char *message = vxasprintf (fmt, ap);
   va_end (ap);
-  if (n >= 0)
-    {
-      store->log (store->log_data, message);
-      free (message);
-    }
+  if (message)
+    store->log (store->log_data, message);
 }
 
 int
@@ -474,7 +454,7 @@ nsbox_store_read_blob (struct nsbox_store *store, const char *digest, size_t max
                             digest, (long long)st.st_size, max_size);
   cleanup_free char *buf = malloc ((size_t)st.st_size + 1);
   if (!buf)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   size_t got = 0;
   while (got < (size_t)st.st_size)
     {
@@ -558,7 +538,7 @@ ingest_new (struct nsbox_store *store, const char *digest, int64_t expected_size
 {
   struct nsbox_ingest *ingest = calloc (1, sizeof *ingest);
   if (!ingest)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   ingest->store = store;
   ingest->fd = ingest->lock_fd = -1;
   ingest->expected_size = expected_size;
@@ -567,7 +547,7 @@ ingest_new (struct nsbox_store *store, const char *digest, int64_t expected_size
   if (rt_sha256_init (&ingest->hash) < 0)
     {
       free (ingest);
-      return nsbox_error_set (err, ENOMEM, "out of memory");
+      return nsbox_error_oom (err);
     }
   *out = ingest;
   return 0;
@@ -662,7 +642,7 @@ nsbox_ingest_restart (struct nsbox_ingest *ingest, struct nsbox_error **err)
     return nsbox_error_sys (err, errno, "truncate '%s'", ingest->name);
   rt_sha256_free (&ingest->hash);
   if (rt_sha256_init (&ingest->hash) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   ingest->offset = 0;
   return 0;
 }
@@ -675,18 +655,9 @@ nsbox_ingest_write (struct nsbox_ingest *ingest, const void *buf, size_t len,
     return nsbox_error_set (err, EBADMSG,
                             "blob '%s' is larger than its descriptor's %" PRId64 " bytes",
                             ingest->digest, ingest->expected_size);
-  const char *p = buf;
-  size_t left = len;
-  while (left > 0)
-    {
-      ssize_t n = write (ingest->fd, p, left);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return nsbox_error_sys (err, errno, "write '%s/%s'", ingest->store->root, ingest->name);
-      p += n;
-      left -= (size_t)n;
-    }
+  int r = nsbox_write_all (ingest->fd, buf, len);
+  if (r < 0)
+    return nsbox_error_sys (err, -r, "write '%s/%s'", ingest->store->root, ingest->name);
   rt_sha256_update (&ingest->hash, buf, len);
   ingest->offset += len;
   return 0;
@@ -801,7 +772,7 @@ nsbox_store_put_blob (struct nsbox_store *store, const char *digest, const void 
 {
   char computed[RT_DIGEST_LEN + 1];
   if (rt_sha256_buffer (data, len, computed) < 0)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   if (digest && strcmp (digest, computed) != 0)
     return nsbox_error_set (err, EBADMSG, "blob '%s': digest mismatch (got '%s')", digest,
                             computed);
@@ -828,7 +799,7 @@ nsbox_store_put_blob (struct nsbox_store *store, const char *digest, const void 
     {
       *digest_out = strdup (computed);
       if (!*digest_out)
-        return nsbox_error_set (err, ENOMEM, "out of memory");
+        return nsbox_error_oom (err);
     }
   return 0;
 }
@@ -847,7 +818,7 @@ rt_store_load_index (struct nsbox_store *store, json_t **out, struct nsbox_error
       doc = json_pack ("{s:i, s:s, s:[]}", "schemaVersion", 2, "mediaType", MEDIA_OCI_INDEX,
                        "manifests");
       if (!doc)
-        return nsbox_error_set (err, ENOMEM, "out of memory");
+        return nsbox_error_oom (err);
       *out = doc;
       return 0;
     }
@@ -873,7 +844,7 @@ save_index (struct nsbox_store *store, json_t *index, struct nsbox_error **err)
 {
   cleanup_free char *text = json_dumps (index, JSON_INDENT (2) | JSON_SORT_KEYS);
   if (!text)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   size_t len = strlen (text);
   text[len] = '\0';
   int ret = write_file_at (store->root_fd, "index.json", text, len, 0644);
@@ -945,7 +916,7 @@ nsbox_store_tag (struct nsbox_store *store, const char *ref, const char *manifes
   json_t *entry = json_pack ("{s:s, s:s, s:I, s:o}", "mediaType", media, "digest", manifest_digest,
                              "size", (json_int_t)st.st_size, "annotations", ann);
   if (!ann || !entry)
-    return nsbox_error_set (err, ENOMEM, "out of memory");
+    return nsbox_error_oom (err);
   if (platform && *platform)
     {
       json_object_set_new (ann, "nsbox.platform", json_string (platform));
@@ -1003,7 +974,7 @@ nsbox_store_resolve (struct nsbox_store *store, const char *ref, char **manifest
       {
         char *copy = strdup (digest);
         if (!copy)
-          return nsbox_error_set (err, ENOMEM, "out of memory");
+          return nsbox_error_oom (err);
         *manifest_digest = copy;
         return 0;
       }

@@ -1,5 +1,5 @@
 /* The content-addressed image store (itself an OCI image layout), shared by
- * `nsbox-image` and `nsbox run --image`. See ../shared/OCI.md section 6.
+ * `nsbox-image` and `nsbox run --image`.
  *
  *   ROOT/oci-layout, ROOT/index.json    refs: org.opencontainers.image.ref.name
  *   ROOT/blobs/sha256/<hex>             verified only, mode 0444
@@ -9,8 +9,8 @@
  *   ROOT/locks/                         flock files
  *
  * ROOT: --store DIR, else $NSBOX_STORE, else /var/lib/nsbox for root, else
- * ${XDG_CACHE_HOME:-$HOME/.cache}/nsbox. All functions follow STYLE.md:
- * >= 0 on success, -errno on failure with *err filled. */
+ * ${XDG_CACHE_HOME:-$HOME/.cache}/nsbox. All functions return >= 0 on
+ * success, -errno on failure with *err filled (error.h). */
 #ifndef NSBOX_STORE_H
 #define NSBOX_STORE_H
 

@@ -297,17 +297,9 @@ write_bundle_file (const struct nsbox_runsc_bundle *b, const char *name, const v
   cleanup_close int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0)
     return nsbox_error_sys (err, errno, "create '%s'", path);
-  const char *p = data;
-  while (len > 0)
-    {
-      ssize_t n = write (fd, p, len);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return nsbox_error_sys (err, n < 0 ? errno : EIO, "write '%s'", path);
-      p += n;
-      len -= (size_t)n;
-    }
+  int r = nsbox_write_all (fd, data, len);
+  if (r < 0)
+    return nsbox_error_sys (err, -r, "write '%s'", path);
   return give_to_gvisor (b, fd, mode, path, err);
 }
 

@@ -269,16 +269,12 @@ static int policy_error (const struct policy *p, const yaml_node_t *node, const 
 static int
 policy_error (const struct policy *p, const yaml_node_t *node, const char *fmt, ...)
 {
-  cleanup_free char *what = NULL;
   va_list ap;
   va_start (ap, fmt);
-  int n = vasprintf (&what, fmt, ap);
+  cleanup_free char *what = vxasprintf (fmt, ap);
   va_end (ap);
-  if (n < 0)
-    {
-      what = NULL;
-      return nsbox_error_oom (p->err);
-    }
+  if (!what)
+    return nsbox_error_oom (p->err);
   return nsbox_error_set (p->err, EBADMSG, "%s:%zu:%zu: %s", p->name, node->start_mark.line + 1,
                           node->start_mark.column + 1, what);
 }
@@ -291,18 +287,14 @@ policy_warn (const struct policy *p, const yaml_node_t *node, const char *fmt, .
 {
   if (!p->warn)
     return 0;
-  cleanup_free char *what = NULL;
   cleanup_free char *message = NULL;
   va_list ap;
   va_start (ap, fmt);
-  int n = vasprintf (&what, fmt, ap);
+  cleanup_free char *what = vxasprintf (fmt, ap);
   va_end (ap);
-  if (n < 0)
-    what = NULL;
   if (!what
-      || asprintf (&message, "%s:%zu:%zu: %s", p->name, node->start_mark.line + 1,
-                   node->start_mark.column + 1, what)
-             < 0)
+      || !(message = xasprintf ("%s:%zu:%zu: %s", p->name, node->start_mark.line + 1,
+                                node->start_mark.column + 1, what)))
     return nsbox_error_oom (p->err);
   p->warn (message, p->warn_data);
   return 0;

@@ -1,3 +1,4 @@
+/* The error object; see error.h. */
 #include "error.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* The error object of the library and helpers to fill it (STYLE.md:
- * functions return -errno and fill an optional struct nsbox_error **). */
+/* The error object of the library and helpers to fill it: functions
+ * return -errno and fill an optional struct nsbox_error **. */
 #ifndef NSBOX_ERROR_H
 #define NSBOX_ERROR_H
 
