@@ -1,4 +1,4 @@
-/* Hostile layers (OCI.md acceptance cases 18-31). Each asserts that the
+/* Hostile layers. Each asserts that the
  * victim directory beside the store is unchanged and, for rejected layers,
  * that no tree or work directory is left behind. The *_walker variants
  * repeat symlink cases with the userspace resolver (NSBOX_RESOLVE_FALLBACK)

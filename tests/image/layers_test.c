@@ -1,4 +1,4 @@
-/* Layer application semantics (OCI.md acceptance cases 15-17): whiteouts,
+/* Layer application semantics: whiteouts,
  * opaque directories, replacement, merged directories, hardlinks, special
  * files and what an unprivileged unpack drops. */
 #include <stdio.h>

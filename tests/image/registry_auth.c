@@ -1,8 +1,7 @@
-/* Authentication against a real docker-registry (OCI.md acceptance cases 2,
- * 3, 4 and 9): the silly Bearer flow through token_server.py, real token
- * auth with an RS256 JWT signed by openssl, htpasswd with credentials from
- * DOCKER_CONFIG (auths and a credential helper), and blobs redirected by
- * the storage middleware, fetched without the registry's Authorization. */
+/* Authentication against a real docker-registry: the silly Bearer flow through token_server.py,
+ * real token auth with an RS256 JWT signed by openssl, htpasswd with credentials from DOCKER_CONFIG
+ * (auths and a credential helper), and blobs redirected by the storage middleware, fetched without
+ * the registry's Authorization. */
 #include <criterion/criterion.h>
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* OCI.md acceptance case 14: the real python:3.12-slim from Docker Hub.
+/* The real python:3.12-slim from Docker Hub.
  *
  * Network-gated by an explicit opt-in: it runs only with
  * NSBOX_TEST_DOCKERHUB=1 and when Docker Hub answers. NSBOX_TEST_MUST_WORK

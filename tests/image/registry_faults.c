@@ -1,5 +1,5 @@
 /* Faults injected by fault_proxy.py between nsbox and a real
- * docker-registry (OCI.md acceptance cases 7, 8, 10 and 11): tampered
+ * docker-registry: tampered
  * manifests, indexes, configs and layers never reach the store; cut
  * transfers resume with Range (or restart when the server answers 200);
  * 429 is retried after Retry-After, and a persistent one reports the rate

@@ -1,5 +1,5 @@
-/* References (OCI.md acceptance case 1), platforms (case 6, the selection
- * half), WWW-Authenticate challenges and credential keys: no servers. */
+/* References, platforms (the selection half), WWW-Authenticate challenges and credential keys: no
+ * servers. */
 #include <criterion/criterion.h>
 
 #include <stdlib.h>

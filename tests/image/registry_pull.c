@@ -1,7 +1,6 @@
-/* Pulling from a real docker-registry 2.8 on loopback (OCI.md acceptance
- * cases 5, 6 and 12): OCI manifests, Docker schema 2, OCI indexes with an
- * attestation entry, Docker manifest lists, platform selection, and what a
- * second or concurrent pull costs. */
+/* Pulling from a real docker-registry 2.8 on loopback: OCI manifests, Docker schema 2, OCI indexes
+ * with an attestation entry, Docker manifest lists, platform selection, and what a second or
+ * concurrent pull costs. */
 #include <criterion/criterion.h>
 
 #include <signal.h>
