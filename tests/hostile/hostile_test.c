@@ -10,11 +10,16 @@
  *   # mode: text             run without --json; stdout/stderr are raw bytes
  *   # expect: KEY=VALUE ...  (required)
  *   # expect[Q,...]: ...     replaces `expect` when every qualifier holds:
- *                            native, runsc, root, user, rlimit or cgroup (the
- *                            run's memory limit mechanism), cpu-none (no CPU
- *                            quota enforced), i386 (the host kernel runs
- *                            int 0x80 from a 64-bit process: probed here,
- *                            outside any sandbox); needs because="..."
+ *                            native, runsc, root, user, rlimit or cgroup (how
+ *                            this host can enforce the memory limit for the
+ *                            launching user), cpu-none (it offers no CPU
+ *                            quota), i386 (the host kernel runs int 0x80
+ *                            from a 64-bit process); needs because="...".
+ *                            Every qualifier is probed here, outside any
+ *                            sandbox, never read from the result:
+ *                            rlimit, cgroup and cpu-none come from
+ *                            harness_expected_mechanism (tests/lib), for
+ *                            a launcher started through the CLI.
  * Keys: exit (N, nonzero, any), timed_out, oom_killed, stdout_truncated,
  * stderr_truncated (true/false), signal (N or null), stdout, stderr (exact),
  * stdout_contains, stdout_lacks, stderr_contains, stderr_lacks (repeatable),
@@ -29,6 +34,10 @@
  * canary file and its directory, opened without O_CLOEXEC by the harness so
  * the launcher inherits them), @CANARY_ROOT@, @CANARY_TMP@, @CANARY_PUBLIC@
  * (host paths of canary files).
+ *
+ * Every run with a JSON result must report, for memory, cpus and pids, the
+ * mechanism the harness's probe says this host offers (a weaker one fails,
+ * and so does one the host cannot back).
  *
  * After every case, whatever it expects: stdout never holds "ESCAPED" (the
  * cases' own alarm word) nor the canaries' secret (also in nsbox's own
@@ -263,12 +272,6 @@ struct header
   bool expect_because; /* the qualified line gave a reason */
 };
 
-/* limits.memory of the run being judged, for the rlimit/cgroup qualifiers;
- * NULL before the run. */
-static const char *judged_memory_mech;
-/* limits.cpus of the run being judged, for the cpu-none qualifier. */
-static const char *judged_cpus_mech;
-
 /* Whether this kernel runs an i386 system call made with int 0x80 by a
  * 64-bit process (getpid in a forked child, no filter). Without an i386
  * entry (CONFIG_IA32_EMULATION off, ia32_emulation=0, some hypervisors)
@@ -303,11 +306,11 @@ qualifier_holds (const char *q, size_t len)
   if (len == 4 && strncmp (q, "i386", 4) == 0)
     return host_has_i386_entry ();
   if (len == 6 && strncmp (q, "rlimit", 6) == 0)
-    return judged_memory_mech && strcmp (judged_memory_mech, "rlimit") == 0;
+    return strcmp (harness_expected_mechanism (RUN_CLI, "memory"), "rlimit") == 0;
   if (len == 6 && strncmp (q, "cgroup", 6) == 0)
-    return judged_memory_mech && strncmp (judged_memory_mech, "cgroup", 6) == 0;
+    return strncmp (harness_expected_mechanism (RUN_CLI, "memory"), "cgroup", 6) == 0;
   if (len == 8 && strncmp (q, "cpu-none", 8) == 0)
-    return judged_cpus_mech && strcmp (judged_cpus_mech, "none") == 0;
+    return strcmp (harness_expected_mechanism (RUN_CLI, "cpus"), "none") == 0;
   bool runsc = harness_is_runsc ();
   bool user = harness_test_user () != NULL || geteuid () != 0;
   if (len == 5 && strncmp (q, "runsc", 5) == 0)
@@ -1155,8 +1158,6 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   struct header hd;
   parse_header (name, raw, len, &hd);
   free (raw);
-  /* Before the run no memory-mechanism qualifier holds: the plain or
-   * runtime-qualified line says whether the timeout is the outcome. */
   bool timeout_is_outcome = expects_timeout (hd.expect_line);
 
   struct host *hp = &current_host;
@@ -1203,18 +1204,6 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   close (hp->leaked_dirfd);
   hp->leaked_fd = hp->leaked_dirfd = -1;
 
-  /* Choose the expectation again, now that the run says how its memory
-   * limit was enforced. */
-  json_t *limits = out.json ? json_object_get (out.json, "limits") : NULL;
-  judged_memory_mech = json_string_value (json_object_get (limits, "memory"));
-  judged_cpus_mech = json_string_value (json_object_get (limits, "cpus"));
-  size_t raw_len;
-  char *raw_again = read_file (c->path, &raw_len);
-  header_free (&hd);
-  parse_header (name, raw_again, raw_len, &hd);
-  free (raw_again);
-  judged_memory_mech = judged_cpus_mech = NULL;
-
   bool judged = !run_timed_out (&out, hd.text_mode) || expects_timeout (hd.expect_line);
   if (!judged)
     {
@@ -1238,6 +1227,10 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
       if (!hd.text_mode)
         RUN_ASSERT (&out, out.json != NULL || out.exit_status == 125,
                     "%s: the CLI printed no parsable JSON result", name);
+      /* The expectation was chosen from the host probe: the result must
+       * agree with it. */
+      if (out.json)
+        assert_limit_mechanisms (&out);
       check_expectation (name, &out, hd.text_mode, kv, nkv, &lim);
       /* max_seconds bounds time, not containment: scaled by the machine's
        * measured speed. min_seconds is what a timeout guarantees: never
