@@ -11,8 +11,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1639,6 +1641,222 @@ assert_limit_mechanisms (struct run_out *out)
                   "mechanism the probe says is not there",
                   limit_names[k], got, want, harness_host_probe (out->mode));
     }
+}
+
+/* The task watch: see harness.h. PID namespaces are told apart by their
+ * inode number, which the kernel gives again once a namespace is gone: a
+ * number stands for one namespace only while a process known to be in it
+ * lives, so every identification below is tied to such a process. */
+
+struct ns_holder
+{
+  char ns[64];
+  char pid[16];
+  unsigned long long started; /* field 22 of /proc/PID/stat */
+};
+
+struct task_watch
+{
+  char tag[128];
+  uid_t uid;
+  pthread_t thread;
+  atomic_bool stop;
+  struct ns_holder sandbox; /* a tagged process, then the sandbox's init */
+  bool found, have_init, over;
+  struct ns_holder foreign[64]; /* namespaces known not to be the sandbox's */
+  int nforeign;
+  int most;
+  char desc[512];
+};
+
+static bool
+read_ns_of (const char *pid, char *ns, size_t size)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%s/ns/pid", pid);
+  ssize_t n = readlink (path, ns, size - 1);
+  if (n <= 0)
+    return false;
+  ns[n] = '\0';
+  return true;
+}
+
+static unsigned long long
+started_at (const char *pid)
+{
+  char path[64], buf[1024];
+  size_t len;
+  snprintf (path, sizeof path, "/proc/%s/stat", pid);
+  if (!read_whole (path, buf, sizeof buf, &len))
+    return 0;
+  char *p = strrchr (buf, ')');
+  for (int field = 2; p && field < 22; field++)
+    p = strchr (p + 1, ' ');
+  return p ? strtoull (p + 1, NULL, 10) : 0;
+}
+
+static void
+hold (struct ns_holder *h, const char *ns, const char *pid)
+{
+  snprintf (h->ns, sizeof h->ns, "%s", ns);
+  snprintf (h->pid, sizeof h->pid, "%s", pid);
+  h->started = started_at (pid);
+}
+
+/* Whether the process that identified h->ns is still there, in it. */
+static bool
+still_held (const struct ns_holder *h)
+{
+  char ns[64];
+  return read_ns_of (h->pid, ns, sizeof ns) && strcmp (ns, h->ns) == 0
+         && started_at (h->pid) == h->started;
+}
+
+/* The last NSpid of a status text: the pid inside the innermost namespace. */
+static long
+inner_pid (const char *status)
+{
+  const char *nspid = strstr (status, "\nNSpid:");
+  if (!nspid)
+    return -1;
+  const char *last = nspid + 7 + strcspn (nspid + 7, "\n");
+  while (last > nspid + 7 && last[-1] != '\t' && last[-1] != ' ')
+    last--;
+  return atol (last);
+}
+
+/* Looks for the tagged process of w->uid. Reading a process's environment
+ * waits for its memory map's lock, which a task forking in a loop (another
+ * test's fork bomb, throttled by its CPU quota) holds most of the time: one
+ * process with an environment but not the tag settles its whole namespace.
+ * Init never carries the tag and is not asked; the program before its
+ * execve shows init's environment, which nsbox wipes: no variable at all,
+ * which settles nothing. */
+static void
+find_tagged (struct task_watch *w, char *buf, size_t size)
+{
+  int kept = 0;
+  for (int i = 0; i < w->nforeign; i++)
+    if (still_held (&w->foreign[i]))
+      w->foreign[kept++] = w->foreign[i];
+  w->nforeign = kept;
+  DIR *proc = opendir ("/proc");
+  struct dirent *d;
+  while (proc && !w->found && (d = readdir (proc)))
+    {
+      char path[320], ns[64];
+      size_t len;
+      if (!isdigit ((unsigned char)d->d_name[0]) || !read_ns_of (d->d_name, ns, sizeof ns))
+        continue;
+      bool foreign = false;
+      for (int i = 0; i < w->nforeign && !foreign; i++)
+        foreign = strcmp (w->foreign[i].ns, ns) == 0;
+      snprintf (path, sizeof path, "/proc/%s/status", d->d_name);
+      if (foreign || !read_whole (path, buf, size, &len))
+        continue;
+      const char *u = strstr (buf, "\nUid:");
+      if (!u || strtoul (u + 5, NULL, 10) != w->uid || inner_pid (buf) == 1)
+        continue;
+      snprintf (path, sizeof path, "/proc/%s/environ", d->d_name);
+      if (!read_whole (path, buf, size, &len))
+        continue;
+      if (memmem (buf, len, w->tag, strlen (w->tag)))
+        {
+          hold (&w->sandbox, ns, d->d_name);
+          w->found = true;
+        }
+      else if (memchr (buf, '=', len)
+               && w->nforeign < (int)(sizeof w->foreign / sizeof w->foreign[0]))
+        hold (&w->foreign[w->nforeign++], ns, d->d_name);
+    }
+  if (proc)
+    closedir (proc);
+}
+
+/* Counts the tasks of every process in the sandbox's namespace now; its
+ * init, once seen, holds the namespace from then on: when init is gone the
+ * sandbox is over. */
+static void
+count_sandbox_tasks (struct task_watch *w, char *buf, size_t size)
+{
+  if (!still_held (&w->sandbox))
+    {
+      w->over = true;
+      return;
+    }
+  DIR *proc = opendir ("/proc");
+  if (!proc)
+    return;
+  int tasks = 0, processes = 0;
+  struct dirent *d;
+  while ((d = readdir (proc)))
+    {
+      char ns[64], path[320];
+      size_t len;
+      if (!isdigit ((unsigned char)d->d_name[0]) || !read_ns_of (d->d_name, ns, sizeof ns)
+          || strcmp (ns, w->sandbox.ns) != 0)
+        continue;
+      snprintf (path, sizeof path, "/proc/%s/status", d->d_name);
+      if (!read_whole (path, buf, size, &len))
+        continue;
+      const char *t = strstr (buf, "\nThreads:");
+      tasks += t ? atoi (t + 9) : 1;
+      processes++;
+      if (!w->have_init && inner_pid (buf) == 1)
+        {
+          hold (&w->sandbox, ns, d->d_name);
+          w->have_init = true;
+        }
+    }
+  closedir (proc);
+  if (tasks > w->most)
+    {
+      w->most = tasks;
+      snprintf (w->desc, sizeof w->desc, "%d tasks in %d processes of PID namespace %s", tasks,
+                processes, w->sandbox.ns);
+    }
+}
+
+static void *
+task_watch_main (void *arg)
+{
+  struct task_watch *w = arg;
+  size_t size = 1 << 16;
+  char *buf = malloc (size);
+  while (buf && !w->over && !atomic_load (&w->stop))
+    {
+      if (!w->found)
+        find_tagged (w, buf, size);
+      if (w->found)
+        count_sandbox_tasks (w, buf, size);
+      struct timespec ts = { 0, 2 * 1000 * 1000 };
+      nanosleep (&ts, NULL);
+    }
+  free (buf);
+  return NULL;
+}
+
+struct task_watch *
+task_watch_start (const char *tag)
+{
+  struct task_watch *w = calloc (1, sizeof *w);
+  cr_assert_not_null (w);
+  snprintf (w->tag, sizeof w->tag, "%s", tag);
+  w->uid = sandbox_host_uid ();
+  atomic_init (&w->stop, false);
+  cr_assert (pthread_create (&w->thread, NULL, task_watch_main, w) == 0, "pthread_create");
+  return w;
+}
+
+int
+task_watch_stop (struct task_watch *w, char *desc, size_t desc_size)
+{
+  atomic_store (&w->stop, true);
+  pthread_join (w->thread, NULL);
+  int most = w->most;
+  snprintf (desc, desc_size, "%s", w->most ? w->desc : "the sandbox was never seen");
+  free (w);
+  return most;
 }
 
 /* Files. */

@@ -253,6 +253,17 @@ const char *harness_host_probe (enum run_mode mode);
  * back). */
 void assert_limit_mechanisms (struct run_out *out);
 
+/* Counts, from the host, the tasks (threads included) of one native
+ * sandbox while it runs: every task in the PID namespace of the process of
+ * host uid sandbox_host_uid () whose environment holds `tag` (make_run_tag,
+ * given with --env), the sandbox's init included. A thread polls until
+ * task_watch_stop, which returns the most tasks seen at once (0 when the
+ * sandbox was never seen) and describes that moment in desc. gVisor's
+ * tasks are not host tasks: under runsc the watch sees none. */
+struct task_watch;
+struct task_watch *task_watch_start (const char *tag);
+int task_watch_stop (struct task_watch *watch, char *desc, size_t desc_size);
+
 /* A fresh 0755 directory under /tmp that the test user can read (free it;
  * remove with remove_tree). */
 char *make_public_dir (void);
