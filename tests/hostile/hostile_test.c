@@ -25,8 +25,11 @@
  * stdout_contains, stdout_lacks, stderr_contains, stderr_lacks (repeatable),
  * raw_lacks (bytes the CLI's own stdout must not hold), max_cpu_share (the
  * result's cpu_ms over duration_ms), max_seconds,
- * min_seconds, max_rss_kb, because. Values may be "quoted"; \n \t \r \\ \"
- * \xHH and \uXXXX are understood in any value.
+ * min_seconds, max_rss_kb, max_tasks (the most tasks, threads included, the
+ * sandbox's PID namespace held at once, init included, counted from the
+ * host while it ran: native only, the host cannot see gVisor's tasks),
+ * because. Values may be "quoted"; \n \t \r \\ \" \xHH and \uXXXX are
+ * understood in any value.
  *
  * Placeholders replaced in the code: @PORT@ (a host TCP listener on
  * 127.0.0.1), @ABSTRACT@ (a host abstract unix listener's name), @SHMID@ (a
@@ -695,6 +698,8 @@ struct limits_seen
 {
   double max_seconds, min_seconds;
   long max_rss_kb;
+  int tasks_seen; /* the task watch's count (max_tasks) */
+  char tasks_desc[512];
 };
 
 static void
@@ -774,6 +779,15 @@ check_expectation (const char *name, struct run_out *out, bool text, const struc
         lim->min_seconds = atof (v);
       else if (strcmp (key, "max_rss_kb") == 0)
         lim->max_rss_kb = atol (v);
+      else if (strcmp (key, "max_tasks") == 0)
+        {
+          RUN_ASSERT (out, lim->tasks_seen > 0,
+                      "%s: the host never saw the sandbox's tasks while it ran (%s)", name,
+                      lim->tasks_desc);
+          RUN_ASSERT (out, lim->tasks_seen <= atoi (v), "%s: the host saw %s, more than %s", name,
+                      lim->tasks_desc, v);
+          cr_log_info ("%s: the host saw at most %s", name, lim->tasks_desc);
+        }
       else
         cr_assert_fail ("%s: unknown expectation key '%s'", name, key);
     }
@@ -1159,6 +1173,10 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   parse_header (name, raw, len, &hd);
   free (raw);
   bool timeout_is_outcome = expects_timeout (hd.expect_line);
+  /* Counted while the sandbox runs: started before it. */
+  bool watch_tasks = strstr (hd.expect_line, "max_tasks=") != NULL;
+  cr_assert (!watch_tasks || !harness_is_runsc (),
+             "%s: max_tasks needs the native runtime: the host cannot see gVisor's tasks", name);
 
   struct host *hp = &current_host;
   host_setup (hp);
@@ -1192,6 +1210,7 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   struct run_job job;
   struct run_out out;
   unsigned long long since = now_ticks ();
+  struct task_watch *watch = watch_tasks ? task_watch_start (tag) : NULL;
   run_cli_spawn (argv, !hd.text_mode, &job);
   struct sampler sampler = { .pid = job.pid };
   atomic_init (&sampler.stop, false);
@@ -1199,6 +1218,11 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   run_cli_wait (&job, code, code_len, &out);
   atomic_store (&sampler.stop, true);
   pthread_join (sampler.thread, NULL);
+  struct limits_seen lim
+      = { DEFAULT_MAX_SECONDS, 0,
+          harness_is_runsc () ? DEFAULT_MAX_RSS_KB_RUNSC : DEFAULT_MAX_RSS_KB, 0, "" };
+  if (watch)
+    lim.tasks_seen = task_watch_stop (watch, lim.tasks_desc, sizeof lim.tasks_desc);
   unsigned long long until = now_ticks () + 1;
   close (hp->leaked_fd);
   close (hp->leaked_dirfd);
@@ -1219,9 +1243,6 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
     {
       struct value kv[MAX_EXPECT];
       size_t nkv = split_words (hd.expect_line, kv, MAX_EXPECT);
-      struct limits_seen lim
-          = { DEFAULT_MAX_SECONDS, 0,
-              harness_is_runsc () ? DEFAULT_MAX_RSS_KB_RUNSC : DEFAULT_MAX_RSS_KB };
       RUN_ASSERT (&out, out.exit_status != 125 || strstr (hd.expect_line, "exit=125"),
                   "%s: nsbox could not run the case (%s)", name, hd.what);
       if (!hd.text_mode)
