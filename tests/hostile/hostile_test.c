@@ -36,7 +36,9 @@
  * host SysV shared memory segment), @LEAKED_FD@ / @LEAKED_DIRFD@ (a root-only
  * canary file and its directory, opened without O_CLOEXEC by the harness so
  * the launcher inherits them), @CANARY_ROOT@, @CANARY_TMP@, @CANARY_PUBLIC@
- * (host paths of canary files).
+ * (host paths of canary files), @ROOTFS_ROOT@ (the path a bind mount of the
+ * rootfs directory shows as its root in mountinfo: the directory's path
+ * inside the host filesystem that holds it).
  *
  * Every run with a JSON result must report, for memory, cpus and pids, the
  * mechanism the harness's probe says this host offers (a weaker one fails,
@@ -579,13 +581,46 @@ teardown_current (void)
   host_teardown (&current_host);
 }
 
+/* The root a bind mount of the rootfs directory shows in mountinfo: its
+ * path inside the host filesystem that holds it, from the host mount with
+ * the longest mount point above it. */
+static void
+rootfs_mount_root (char *buf, size_t size)
+{
+  char rootfs[PATH_MAX];
+  cr_assert (realpath (harness_rootfs (), rootfs), "realpath '%s': %s", harness_rootfs (),
+             strerror (errno));
+  FILE *f = fopen ("/proc/self/mountinfo", "re");
+  cr_assert_not_null (f);
+  char line[8192];
+  long best = -1;
+  buf[0] = '\0';
+  while (fgets (line, sizeof line, f))
+    {
+      char root[PATH_MAX], point[PATH_MAX];
+      if (sscanf (line, "%*s %*s %*s %4095s %4095s", root, point) != 2)
+        continue;
+      size_t pl = strcmp (point, "/") == 0 ? 0 : strlen (point);
+      if ((long)pl < best || strncmp (rootfs, point, pl) != 0
+          || (rootfs[pl] != '/' && rootfs[pl] != '\0'))
+        continue;
+      /* A later line on the same mount point is the mount on top. */
+      best = (long)pl;
+      snprintf (buf, size, "%s%s", strcmp (root, "/") == 0 ? "" : root, rootfs + pl);
+    }
+  fclose (f);
+  if (!buf[0])
+    snprintf (buf, size, "/");
+}
+
 /* Replaces every placeholder in code; returns a new buffer. */
 static char *
 substitute (const char *code, size_t len, const struct host *h, size_t *out_len)
 {
-  char num[7][PATH_MAX];
-  const char *keys[] = { "@PORT@",         "@ABSTRACT@",    "@SHMID@",      "@LEAKED_FD@",
-                         "@LEAKED_DIRFD@", "@CANARY_ROOT@", "@CANARY_TMP@", "@CANARY_PUBLIC@" };
+  char num[8][PATH_MAX];
+  const char *keys[]
+      = { "@PORT@",        "@ABSTRACT@",   "@SHMID@",         "@LEAKED_FD@",  "@LEAKED_DIRFD@",
+          "@CANARY_ROOT@", "@CANARY_TMP@", "@CANARY_PUBLIC@", "@ROOTFS_ROOT@" };
   snprintf (num[0], sizeof num[0], "%u", (unsigned)h->port);
   snprintf (num[1], sizeof num[1], "%d", h->shmid);
   snprintf (num[2], sizeof num[2], "%d", h->leaked_fd);
@@ -594,7 +629,9 @@ substitute (const char *code, size_t len, const struct host *h, size_t *out_len)
             h->have_root_canary ? h->root_canary : "/root/nsbox-hostile-no-canary");
   snprintf (num[5], sizeof num[5], "%s", h->tmp_canary);
   snprintf (num[6], sizeof num[6], "%s", h->pub_canary);
-  const char *vals[] = { num[0], h->abstract, num[1], num[2], num[3], num[4], num[5], num[6] };
+  rootfs_mount_root (num[7], sizeof num[7]);
+  const char *vals[]
+      = { num[0], h->abstract, num[1], num[2], num[3], num[4], num[5], num[6], num[7] };
   size_t alloc = len * 2 + 4096, o = 0;
   char *out = malloc (alloc);
   cr_assert_not_null (out);
