@@ -16,7 +16,9 @@
 #
 # A pass fails when its binary exits non-zero or when its output holds a
 # sanitizer report: LeakSanitizer findings in a test's worker process do not
-# fail the test in Criterion, so they are caught here.
+# fail the test in Criterion, so they are caught here. A pass that ran no
+# test (an empty corpus, a filter that matches nothing) is a warning, and a
+# failure when NSBOX_TEST_MUST_WORK=1.
 #
 # Sanitizer builds run with tests/lsan.supp (Criterion's own leak, see
 # there) added to LSAN_OPTIONS.
@@ -29,7 +31,7 @@
 # Knobs: NSBOX_TEST_JOBS (Criterion --jobs; default 2), NSBOX_TEST_PASS_TIMEOUT
 # (seconds per pass, default 600), NSBOX_TEST_ARGS (extra Criterion options,
 # e.g. "--filter 'limits/*'"), NSBOX_TEST_MUST_WORK=1 (CI: no pass may be
-# skipped).
+# skipped or run no test).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -162,6 +164,11 @@ run_pass_once() {
 		else
 			summary+=("FAIL  $label: $why; tested $tested, passing $passing, failing $failing, crashing $crashing$notes")
 		fi
+	elif [ "$tested" -eq 0 ] && [ "$must_work" = 1 ]; then
+		# A pass that ran nothing proves nothing: in CI that is a failure.
+		any_failed=1
+		bad=1
+		summary+=("FAIL  $label: ran no test (NSBOX_TEST_MUST_WORK=1)$notes")
 	elif [ "$tested" -eq 0 ]; then
 		summary+=("WARN  $label: ran no test")
 	else

@@ -13,25 +13,39 @@
  *   # mode: text             run without --json; stdout/stderr are raw bytes
  *   # expect: KEY=VALUE ...  (required)
  *   # expect[Q,...]: ...     replaces `expect` when every qualifier holds:
- *                            native, runsc, root, user, rlimit or cgroup (the
- *                            run's memory limit mechanism), cpu-none (no CPU
- *                            quota enforced), i386 (the host kernel runs
- *                            int 0x80 from a 64-bit process: probed here,
- *                            outside any sandbox); needs because="..."
+ *                            native, runsc, root, user, rlimit or cgroup (how
+ *                            this host can enforce the memory limit for the
+ *                            launching user), cpu-none (it offers no CPU
+ *                            quota), i386 (the host kernel runs int 0x80
+ *                            from a 64-bit process); needs because="...".
+ *                            Every qualifier is probed here, outside any
+ *                            sandbox, never read from the result:
+ *                            rlimit, cgroup and cpu-none come from
+ *                            harness_expected_mechanism (tests/lib), for
+ *                            a launcher started through the CLI.
  * Keys: exit (N, nonzero, any), timed_out, oom_killed, stdout_truncated,
  * stderr_truncated (true/false), signal (N or null), stdout, stderr (exact),
  * stdout_contains, stdout_lacks, stderr_contains, stderr_lacks (repeatable),
  * raw_lacks (bytes the CLI's own stdout must not hold), max_cpu_share (the
  * result's cpu_ms over duration_ms), max_seconds,
- * min_seconds, max_rss_kb, because. Values may be "quoted"; \n \t \r \\ \"
- * \xHH and \uXXXX are understood in any value.
+ * min_seconds, max_rss_kb, max_tasks (the most tasks, threads included, the
+ * sandbox's PID namespace held at once, init included, counted from the
+ * host while it ran: native only, the host cannot see gVisor's tasks),
+ * because. Values may be "quoted"; \n \t \r \\ \" \xHH and \uXXXX are
+ * understood in any value.
  *
  * Placeholders replaced in the code: @PORT@ (a host TCP listener on
  * 127.0.0.1), @ABSTRACT@ (a host abstract unix listener's name), @SHMID@ (a
  * host SysV shared memory segment), @LEAKED_FD@ / @LEAKED_DIRFD@ (a root-only
  * canary file and its directory, opened without O_CLOEXEC by the harness so
  * the launcher inherits them), @CANARY_ROOT@, @CANARY_TMP@, @CANARY_PUBLIC@
- * (host paths of canary files).
+ * (host paths of canary files), @ROOTFS_ROOT@ (the path a bind mount of the
+ * rootfs directory shows as its root in mountinfo: the directory's path
+ * inside the host filesystem that holds it).
+ *
+ * Every run with a JSON result must report, for memory, cpus and pids, the
+ * mechanism the harness's probe says this host offers (a weaker one fails,
+ * and so does one the host cannot back).
  *
  * Every case's launcher starts with its resource limits raised as far as
  * the harness may (harness_raise_launcher_rlimits).
@@ -269,12 +283,6 @@ struct header
   bool expect_because; /* the qualified line gave a reason */
 };
 
-/* limits.memory of the run being judged, for the rlimit/cgroup qualifiers;
- * NULL before the run. */
-static const char *judged_memory_mech;
-/* limits.cpus of the run being judged, for the cpu-none qualifier. */
-static const char *judged_cpus_mech;
-
 /* Whether this kernel runs an i386 system call made with int 0x80 by a
  * 64-bit process (getpid in a forked child, no filter). Without an i386
  * entry (CONFIG_IA32_EMULATION off, ia32_emulation=0, some hypervisors)
@@ -309,11 +317,11 @@ qualifier_holds (const char *q, size_t len)
   if (len == 4 && strncmp (q, "i386", 4) == 0)
     return host_has_i386_entry ();
   if (len == 6 && strncmp (q, "rlimit", 6) == 0)
-    return judged_memory_mech && strcmp (judged_memory_mech, "rlimit") == 0;
+    return strcmp (harness_expected_mechanism (RUN_CLI, "memory"), "rlimit") == 0;
   if (len == 6 && strncmp (q, "cgroup", 6) == 0)
-    return judged_memory_mech && strncmp (judged_memory_mech, "cgroup", 6) == 0;
+    return strncmp (harness_expected_mechanism (RUN_CLI, "memory"), "cgroup", 6) == 0;
   if (len == 8 && strncmp (q, "cpu-none", 8) == 0)
-    return judged_cpus_mech && strcmp (judged_cpus_mech, "none") == 0;
+    return strcmp (harness_expected_mechanism (RUN_CLI, "cpus"), "none") == 0;
   bool runsc = harness_is_runsc ();
   bool user = harness_test_user () != NULL || geteuid () != 0;
   if (len == 5 && strncmp (q, "runsc", 5) == 0)
@@ -586,13 +594,46 @@ teardown_current (void)
   host_teardown (&current_host);
 }
 
+/* The root a bind mount of the rootfs directory shows in mountinfo: its
+ * path inside the host filesystem that holds it, from the host mount with
+ * the longest mount point above it. */
+static void
+rootfs_mount_root (char *buf, size_t size)
+{
+  char rootfs[PATH_MAX];
+  cr_assert (realpath (harness_rootfs (), rootfs), "realpath '%s': %s", harness_rootfs (),
+             strerror (errno));
+  FILE *f = fopen ("/proc/self/mountinfo", "re");
+  cr_assert_not_null (f);
+  char line[8192];
+  long best = -1;
+  buf[0] = '\0';
+  while (fgets (line, sizeof line, f))
+    {
+      char root[PATH_MAX], point[PATH_MAX];
+      if (sscanf (line, "%*s %*s %*s %4095s %4095s", root, point) != 2)
+        continue;
+      size_t pl = strcmp (point, "/") == 0 ? 0 : strlen (point);
+      if ((long)pl < best || strncmp (rootfs, point, pl) != 0
+          || (rootfs[pl] != '/' && rootfs[pl] != '\0'))
+        continue;
+      /* A later line on the same mount point is the mount on top. */
+      best = (long)pl;
+      snprintf (buf, size, "%s%s", strcmp (root, "/") == 0 ? "" : root, rootfs + pl);
+    }
+  fclose (f);
+  if (!buf[0])
+    snprintf (buf, size, "/");
+}
+
 /* Replaces every placeholder in code; returns a new buffer. */
 static char *
 substitute (const char *code, size_t len, const struct host *h, size_t *out_len)
 {
-  char num[7][PATH_MAX];
-  const char *keys[] = { "@PORT@",         "@ABSTRACT@",    "@SHMID@",      "@LEAKED_FD@",
-                         "@LEAKED_DIRFD@", "@CANARY_ROOT@", "@CANARY_TMP@", "@CANARY_PUBLIC@" };
+  char num[8][PATH_MAX];
+  const char *keys[]
+      = { "@PORT@",        "@ABSTRACT@",   "@SHMID@",         "@LEAKED_FD@",  "@LEAKED_DIRFD@",
+          "@CANARY_ROOT@", "@CANARY_TMP@", "@CANARY_PUBLIC@", "@ROOTFS_ROOT@" };
   snprintf (num[0], sizeof num[0], "%u", (unsigned)h->port);
   snprintf (num[1], sizeof num[1], "%d", h->shmid);
   snprintf (num[2], sizeof num[2], "%d", h->leaked_fd);
@@ -601,7 +642,9 @@ substitute (const char *code, size_t len, const struct host *h, size_t *out_len)
             h->have_root_canary ? h->root_canary : "/root/nsbox-hostile-no-canary");
   snprintf (num[5], sizeof num[5], "%s", h->tmp_canary);
   snprintf (num[6], sizeof num[6], "%s", h->pub_canary);
-  const char *vals[] = { num[0], h->abstract, num[1], num[2], num[3], num[4], num[5], num[6] };
+  rootfs_mount_root (num[7], sizeof num[7]);
+  const char *vals[]
+      = { num[0], h->abstract, num[1], num[2], num[3], num[4], num[5], num[6], num[7] };
   size_t alloc = len * 2 + 4096, o = 0;
   char *out = malloc (alloc);
   cr_assert_not_null (out);
@@ -705,6 +748,8 @@ struct limits_seen
 {
   double max_seconds, min_seconds;
   long max_rss_kb;
+  int tasks_seen; /* the task watch's count (max_tasks) */
+  char tasks_desc[512];
 };
 
 static void
@@ -784,6 +829,15 @@ check_expectation (const char *name, struct run_out *out, bool text, const struc
         lim->min_seconds = atof (v);
       else if (strcmp (key, "max_rss_kb") == 0)
         lim->max_rss_kb = atol (v);
+      else if (strcmp (key, "max_tasks") == 0)
+        {
+          RUN_ASSERT (out, lim->tasks_seen > 0,
+                      "%s: the host never saw the sandbox's tasks while it ran (%s)", name,
+                      lim->tasks_desc);
+          RUN_ASSERT (out, lim->tasks_seen <= atoi (v), "%s: the host saw %s, more than %s", name,
+                      lim->tasks_desc, v);
+          cr_log_info ("%s: the host saw at most %s", name, lim->tasks_desc);
+        }
       else
         cr_assert_fail ("%s: unknown expectation key '%s'", name, key);
     }
@@ -1168,9 +1222,11 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   struct header hd;
   parse_header (name, raw, len, &hd);
   free (raw);
-  /* Before the run no memory-mechanism qualifier holds: the plain or
-   * runtime-qualified line says whether the timeout is the outcome. */
   bool timeout_is_outcome = expects_timeout (hd.expect_line);
+  /* Counted while the sandbox runs: started before it. */
+  bool watch_tasks = strstr (hd.expect_line, "max_tasks=") != NULL;
+  cr_assert (!watch_tasks || !harness_is_runsc (),
+             "%s: max_tasks needs the native runtime: the host cannot see gVisor's tasks", name);
 
   struct host *hp = &current_host;
   host_setup (hp);
@@ -1204,6 +1260,7 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   struct run_job job;
   struct run_out out;
   unsigned long long since = now_ticks ();
+  struct task_watch *watch = watch_tasks ? task_watch_start (tag) : NULL;
   run_cli_spawn (argv, !hd.text_mode, &job);
   struct sampler sampler = { .pid = job.pid };
   atomic_init (&sampler.stop, false);
@@ -1211,22 +1268,15 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   run_cli_wait (&job, code, code_len, &out);
   atomic_store (&sampler.stop, true);
   pthread_join (sampler.thread, NULL);
+  struct limits_seen lim
+      = { DEFAULT_MAX_SECONDS, 0,
+          harness_is_runsc () ? DEFAULT_MAX_RSS_KB_RUNSC : DEFAULT_MAX_RSS_KB, 0, "" };
+  if (watch)
+    lim.tasks_seen = task_watch_stop (watch, lim.tasks_desc, sizeof lim.tasks_desc);
   unsigned long long until = now_ticks () + 1;
   close (hp->leaked_fd);
   close (hp->leaked_dirfd);
   hp->leaked_fd = hp->leaked_dirfd = -1;
-
-  /* Choose the expectation again, now that the run says how its memory
-   * limit was enforced. */
-  json_t *limits = out.json ? json_object_get (out.json, "limits") : NULL;
-  judged_memory_mech = json_string_value (json_object_get (limits, "memory"));
-  judged_cpus_mech = json_string_value (json_object_get (limits, "cpus"));
-  size_t raw_len;
-  char *raw_again = read_file (c->path, &raw_len);
-  header_free (&hd);
-  parse_header (name, raw_again, raw_len, &hd);
-  free (raw_again);
-  judged_memory_mech = judged_cpus_mech = NULL;
 
   bool judged = !run_timed_out (&out, hd.text_mode) || expects_timeout (hd.expect_line);
   if (!judged)
@@ -1243,14 +1293,15 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
     {
       struct value kv[MAX_EXPECT];
       size_t nkv = split_words (hd.expect_line, kv, MAX_EXPECT);
-      struct limits_seen lim
-          = { DEFAULT_MAX_SECONDS, 0,
-              harness_is_runsc () ? DEFAULT_MAX_RSS_KB_RUNSC : DEFAULT_MAX_RSS_KB };
       RUN_ASSERT (&out, out.exit_status != 125 || strstr (hd.expect_line, "exit=125"),
                   "%s: nsbox could not run the case (%s)", name, hd.what);
       if (!hd.text_mode)
         RUN_ASSERT (&out, out.json != NULL || out.exit_status == 125,
                     "%s: the CLI printed no parsable JSON result", name);
+      /* The expectation was chosen from the host probe: the result must
+       * agree with it. */
+      if (out.json)
+        assert_limit_mechanisms (&out);
       check_expectation (name, &out, hd.text_mode, kv, nkv, &lim);
       /* max_seconds bounds time, not containment: scaled by the machine's
        * measured speed. min_seconds is what a timeout guarantees: never

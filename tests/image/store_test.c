@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "harness.h"
 #include "image_helpers.h"
 #include "store.h"
 #include "util.h"
@@ -337,8 +338,8 @@ Test (store, a_legacy_config_that_does_not_match_its_name_is_rejected)
 
 Test (store, an_unprivileged_user_unpacks_without_chown_and_gc_removes_its_0700_dirs)
 {
-  if (geteuid () != 0 || system ("id nsbox-test >/dev/null 2>&1") != 0)
-    cr_skip_test ("needs root and the test user (tests/fixtures/testuser.sh)");
+  NSBOX_SKIP_UNLESS (geteuid () == 0 && system ("id nsbox-test >/dev/null 2>&1") == 0,
+                     "needs root and the test user (tests/fixtures/testuser.sh)");
   build_image (&fx, "l = layer()\nD(l, 'root', mode=0o700); F(l, 'root/.profile', mode=0o600)\n"
                     "D(l, 'ro', mode=0o555); F(l, 'ro/f')\nD(l, 'usr'); D(l, 'usr/bin')\n"
                     "F(l, 'usr/bin/su', mode=0o4755, uid=0)\n"

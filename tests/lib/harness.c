@@ -11,7 +11,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1414,6 +1417,516 @@ count_nsbox_cgroups (pid_t launcher_pid, char *desc, size_t desc_size)
       free (dir);
     }
   return cg_count;
+}
+
+/* What this host offers for each limit: see harness.h. */
+
+enum limit_kind
+{
+  LIMIT_MEMORY = 0,
+  LIMIT_CPUS,
+  LIMIT_PIDS,
+  LIMIT_KINDS,
+};
+static const char *const limit_names[LIMIT_KINDS] = { "memory", "cpus", "pids" };
+/* The v1 controller of each limit, and a file every cgroup there has when
+ * the kernel can enforce the limit (without CONFIG_CFS_BANDWIDTH the cpu
+ * controller has no quota; pids.max is on every cgroup but the root, so the
+ * pids controller's presence is enough). */
+static const char *const limit_v1_ctrl[LIMIT_KINDS] = { "memory", "cpu", "pids" };
+static const char *const limit_v1_file[LIMIT_KINDS]
+    = { "memory.limit_in_bytes", "cpu.cfs_quota_us", NULL };
+
+/* What the host offers a launcher started through the CLI and through the
+ * library, and how the probe found it. */
+struct host_offer
+{
+  bool probed;
+  const char *mech[LIMIT_KINDS];
+  char account[2048];
+  size_t used;
+};
+static struct host_offer offers[2];
+static struct host_offer *probing;
+
+static void __attribute__ ((format (printf, 1, 2))) account (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  if (probing->used < sizeof probing->account)
+    {
+      int n = vsnprintf (probing->account + probing->used, sizeof probing->account - probing->used,
+                         fmt, ap);
+      if (n > 0)
+        probing->used += (size_t)n;
+    }
+  va_end (ap);
+}
+
+/* The test process's directory in hierarchy h (where its launchers start). */
+static bool
+own_dir (const struct hierarchy *h, char *dir, size_t size)
+{
+  char own[PATH_MAX];
+  if (!own_path (h, own, sizeof own))
+    return false;
+  size_t rl = strcmp (h->root, "/") == 0 ? 0 : strlen (h->root);
+  if (rl && (strncmp (own, h->root, rl) != 0 || (own[rl] != '/' && own[rl] != '\0')))
+    return false;
+  if ((size_t)snprintf (dir, size, "%s%s", h->mountpoint, own + rl) >= size)
+    return false;
+  size_t len = strlen (dir);
+  if (len > 1 && dir[len - 1] == '/')
+    dir[len - 1] = '\0';
+  return true;
+}
+
+/* Whether the user who launches the sandboxes may write `path`: checked as
+ * that user, in a child that became it. */
+static bool
+writable_by_launcher (const char *path)
+{
+  struct test_ids ids = test_ids ();
+  if (!ids.drop)
+    return access (path, W_OK) == 0;
+  pid_t pid = fork ();
+  cr_assert (pid >= 0, "fork: %s", strerror (errno));
+  if (pid == 0)
+    {
+      if (setgroups (0, NULL) < 0 || setgid (ids.gid) < 0 || setuid (ids.uid) < 0)
+        _exit (2);
+      _exit (access (path, W_OK) == 0 ? 0 : 1);
+    }
+  int status;
+  while (waitpid (pid, &status, 0) < 0)
+    cr_assert (errno == EINTR, "waitpid: %s", strerror (errno));
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) < 2,
+             "cannot become the test user to probe '%s'", path);
+  return WEXITSTATUS (status) == 0;
+}
+
+/* cgroup.controllers of dir (space-separated), "" when unreadable. */
+static void
+read_controllers (const char *dir, char *buf, size_t size)
+{
+  char path[PATH_MAX + 32];
+  size_t len;
+  snprintf (path, sizeof path, "%.4000s/cgroup.controllers", dir);
+  if (!read_whole (path, buf, size, &len))
+    buf[0] = '\0';
+  buf[strcspn (buf, "\n")] = '\0';
+}
+
+static bool
+has_controller (const char *controllers, const char *name)
+{
+  size_t nl = strlen (name);
+  for (const char *p = controllers; *p;)
+    {
+      size_t wl = strcspn (p, " ");
+      if (wl == nl && strncmp (p, name, nl) == 0)
+        return true;
+      p += wl;
+      p += strspn (p, " ");
+    }
+  return false;
+}
+
+/* A systemd user bus the launcher would reach: DBUS_SESSION_BUS_ADDRESS
+ * (unix:path=) or $XDG_RUNTIME_DIR/bus, a socket of the launching uid. */
+static bool
+user_bus_of (uid_t uid, char *where, size_t size)
+{
+  const char *addr = getenv ("DBUS_SESSION_BUS_ADDRESS");
+  const char *runtime = getenv ("XDG_RUNTIME_DIR");
+  if (addr && strncmp (addr, "unix:path=", 10) == 0)
+    snprintf (where, size, "%.*s", (int)strcspn (addr + 10, ",;"), addr + 10);
+  else if (runtime && *runtime)
+    snprintf (where, size, "%s/bus", runtime);
+  else
+    return false;
+  struct stat st;
+  return stat (where, &st) == 0 && S_ISSOCK (st.st_mode) && st.st_uid == uid;
+}
+
+/* cgroup v2: whether it gives the launcher memory and pids; *cpu whether
+ * cpu too. A launcher the harness starts shares the test process's cgroup,
+ * which nsbox cannot use for itself (it holds other processes: the
+ * harness's), so: root makes a cgroup at the top of the hierarchy; another
+ * user gets one from a wrapper around the CLI (NSBOX_TEST_LAUNCHER_CGROUP)
+ * or from its systemd user instance (a scope, asked for on its user bus). */
+static bool
+probe_v2 (const struct hierarchy *h, size_t n, uid_t uid, enum run_mode mode, bool *cpu)
+{
+  char ctrls[512];
+  const char *wrapped = getenv ("NSBOX_TEST_LAUNCHER_CGROUP");
+  if (uid != 0 && mode == RUN_CLI && wrapped && *wrapped)
+    {
+      char path[PATH_MAX + 32];
+      size_t len;
+      snprintf (path, sizeof path, "%s/cgroup.subtree_control", wrapped);
+      if (!read_whole (path, ctrls, sizeof ctrls, &len))
+        ctrls[0] = '\0';
+      ctrls[strcspn (ctrls, "\n")] = '\0';
+      bool writable = writable_by_launcher (wrapped);
+      account ("each CLI launcher alone below %s (NSBOX_TEST_LAUNCHER_CGROUP), whose children get "
+               "'%s', %s; ",
+               wrapped, ctrls,
+               writable ? "the launcher's to write" : "not the launcher's to write");
+      if (writable && has_controller (ctrls, "memory") && has_controller (ctrls, "pids"))
+        {
+          *cpu = has_controller (ctrls, "cpu");
+          return true;
+        }
+    }
+  for (size_t i = 0; i < n; i++)
+    {
+      if (!h[i].v2 || strcmp (h[i].root, "/") != 0)
+        continue;
+      read_controllers (h[i].mountpoint, ctrls, sizeof ctrls);
+      if (!has_controller (ctrls, "memory") || !has_controller (ctrls, "pids"))
+        {
+          account ("cgroup v2 %s: controllers '%s'; ", h[i].mountpoint, ctrls);
+          continue;
+        }
+      char bus[PATH_MAX];
+      bool scope = uid != 0 && user_bus_of (uid, bus, sizeof bus);
+      account ("cgroup v2 %s: controllers '%s', %s; ", h[i].mountpoint, ctrls,
+               uid == 0 ? "root may make a cgroup there"
+               : scope  ? "a user bus for a delegated scope"
+                        : "no user bus for a delegated scope");
+      if (uid == 0 || scope)
+        {
+          *cpu = has_controller (ctrls, "cpu");
+          return true;
+        }
+    }
+  return false;
+}
+
+/* cgroup v1: whether the controller's hierarchy holds the test process in a
+ * directory the launching user may write (and the limit's file is there). */
+static bool
+probe_v1 (const struct hierarchy *h, size_t n, enum limit_kind k)
+{
+  char dir[PATH_MAX], file[PATH_MAX + 64];
+  for (size_t i = 0; i < n; i++)
+    {
+      if (h[i].v2 || !has_option (h[i].options, limit_v1_ctrl[k])
+          || !own_dir (&h[i], dir, sizeof dir))
+        continue;
+      bool present = true;
+      if (limit_v1_file[k])
+        {
+          snprintf (file, sizeof file, "%s/%s", dir, limit_v1_file[k]);
+          present = access (file, F_OK) == 0;
+        }
+      bool writable = present && writable_by_launcher (dir);
+      account ("cgroup v1 %s: %s; ", dir,
+               !present   ? "no limit file"
+               : writable ? "writable by the launcher"
+                          : "not writable by the launcher");
+      return writable;
+    }
+  account ("no cgroup v1 %s hierarchy; ", limit_v1_ctrl[k]);
+  return false;
+}
+
+static struct host_offer *
+probe_host (enum run_mode mode)
+{
+  struct host_offer *offer = &offers[mode == RUN_LIB];
+  if (offer->probed)
+    return offer;
+  probing = offer;
+  static struct hierarchy h[16];
+  size_t n = load_hierarchies (h, 16);
+  struct test_ids ids = test_ids ();
+  uid_t uid = ids.drop ? ids.uid : getuid ();
+  offer->used = 0;
+  offer->account[0] = '\0';
+  account ("launcher uid %u, %s, %s: ", (unsigned)uid, run_mode_name (mode), harness_runtime ());
+  bool v2_cpu = false;
+  if (probe_v2 (h, n, uid, mode, &v2_cpu))
+    {
+      offer->mech[LIMIT_MEMORY] = offer->mech[LIMIT_PIDS] = "cgroup2";
+      offer->mech[LIMIT_CPUS] = v2_cpu ? "cgroup2" : "none";
+    }
+  else
+    for (int k = 0; k < LIMIT_KINDS; k++)
+      offer->mech[k] = probe_v1 (h, n, (enum limit_kind)k) ? "cgroup1"
+                       : k == LIMIT_CPUS                   ? "none"
+                                                           : "rlimit";
+  if (harness_is_runsc ())
+    offer->mech[LIMIT_PIDS] = "rlimit";
+  account ("so memory %s, cpus %s, pids %s", offer->mech[LIMIT_MEMORY], offer->mech[LIMIT_CPUS],
+           offer->mech[LIMIT_PIDS]);
+  offer->probed = true;
+  probing = NULL;
+  cr_log_info ("host probe: %s", offer->account);
+  return offer;
+}
+
+const char *
+harness_expected_mechanism (enum run_mode mode, const char *limit)
+{
+  struct host_offer *offer = probe_host (mode);
+  for (int k = 0; k < LIMIT_KINDS; k++)
+    if (strcmp (limit, limit_names[k]) == 0)
+      return offer->mech[k];
+  cr_assert_fail ("harness_expected_mechanism: unknown limit '%s'", limit);
+  return NULL;
+}
+
+const char *
+harness_host_probe (enum run_mode mode)
+{
+  return probe_host (mode)->account;
+}
+
+static int
+mechanism_rank (const char *mech)
+{
+  static const char *const order[] = { "none", "rlimit", "cgroup1", "cgroup2" };
+  for (int i = 0; i < 4; i++)
+    if (strcmp (mech, order[i]) == 0)
+      return i;
+  return -1;
+}
+
+void
+assert_limit_mechanisms (struct run_out *out)
+{
+  for (int k = 0; k < LIMIT_KINDS; k++)
+    {
+      const char *got = run_json_limit (out, limit_names[k]);
+      const char *want = harness_expected_mechanism (out->mode, limit_names[k]);
+      if (strcmp (got, want) == 0)
+        continue;
+      if (mechanism_rank (got) < mechanism_rank (want))
+        RUN_ASSERT (out, false, "limits.%s is '%s', weaker than the '%s' this host offers (%s)",
+                    limit_names[k], got, want, harness_host_probe (out->mode));
+      RUN_ASSERT (out, false,
+                  "limits.%s is '%s', but this host offers '%s' (%s): the result claims a "
+                  "mechanism the probe says is not there",
+                  limit_names[k], got, want, harness_host_probe (out->mode));
+    }
+}
+
+/* The task watch: see harness.h. PID namespaces are told apart by their
+ * inode number, which the kernel gives again once a namespace is gone: a
+ * number stands for one namespace only while a process known to be in it
+ * lives, so every identification below is tied to such a process. */
+
+struct ns_holder
+{
+  char ns[64];
+  char pid[16];
+  unsigned long long started; /* field 22 of /proc/PID/stat */
+};
+
+struct task_watch
+{
+  char tag[128];
+  uid_t uid;
+  pthread_t thread;
+  atomic_bool stop;
+  struct ns_holder sandbox; /* a tagged process, then the sandbox's init */
+  bool found, have_init, over;
+  struct ns_holder foreign[64]; /* namespaces known not to be the sandbox's */
+  int nforeign;
+  int most;
+  char desc[512];
+};
+
+static bool
+read_ns_of (const char *pid, char *ns, size_t size)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%s/ns/pid", pid);
+  ssize_t n = readlink (path, ns, size - 1);
+  if (n <= 0)
+    return false;
+  ns[n] = '\0';
+  return true;
+}
+
+static unsigned long long
+started_at (const char *pid)
+{
+  char path[64], buf[1024];
+  size_t len;
+  snprintf (path, sizeof path, "/proc/%s/stat", pid);
+  if (!read_whole (path, buf, sizeof buf, &len))
+    return 0;
+  char *p = strrchr (buf, ')');
+  for (int field = 2; p && field < 22; field++)
+    p = strchr (p + 1, ' ');
+  return p ? strtoull (p + 1, NULL, 10) : 0;
+}
+
+static void
+hold (struct ns_holder *h, const char *ns, const char *pid)
+{
+  snprintf (h->ns, sizeof h->ns, "%s", ns);
+  snprintf (h->pid, sizeof h->pid, "%s", pid);
+  h->started = started_at (pid);
+}
+
+/* Whether the process that identified h->ns is still there, in it. */
+static bool
+still_held (const struct ns_holder *h)
+{
+  char ns[64];
+  return read_ns_of (h->pid, ns, sizeof ns) && strcmp (ns, h->ns) == 0
+         && started_at (h->pid) == h->started;
+}
+
+/* The last NSpid of a status text: the pid inside the innermost namespace. */
+static long
+inner_pid (const char *status)
+{
+  const char *nspid = strstr (status, "\nNSpid:");
+  if (!nspid)
+    return -1;
+  const char *last = nspid + 7 + strcspn (nspid + 7, "\n");
+  while (last > nspid + 7 && last[-1] != '\t' && last[-1] != ' ')
+    last--;
+  return atol (last);
+}
+
+/* Looks for the tagged process of w->uid. Reading a process's environment
+ * waits for its memory map's lock, which a task forking in a loop (another
+ * test's fork bomb, throttled by its CPU quota) holds most of the time: one
+ * process with an environment but not the tag settles its whole namespace.
+ * Init never carries the tag and is not asked; the program before its
+ * execve shows init's environment, which nsbox wipes: no variable at all,
+ * which settles nothing. */
+static void
+find_tagged (struct task_watch *w, char *buf, size_t size)
+{
+  int kept = 0;
+  for (int i = 0; i < w->nforeign; i++)
+    if (still_held (&w->foreign[i]))
+      w->foreign[kept++] = w->foreign[i];
+  w->nforeign = kept;
+  DIR *proc = opendir ("/proc");
+  struct dirent *d;
+  while (proc && !w->found && (d = readdir (proc)))
+    {
+      char path[320], ns[64];
+      size_t len;
+      if (!isdigit ((unsigned char)d->d_name[0]) || !read_ns_of (d->d_name, ns, sizeof ns))
+        continue;
+      bool foreign = false;
+      for (int i = 0; i < w->nforeign && !foreign; i++)
+        foreign = strcmp (w->foreign[i].ns, ns) == 0;
+      snprintf (path, sizeof path, "/proc/%s/status", d->d_name);
+      if (foreign || !read_whole (path, buf, size, &len))
+        continue;
+      const char *u = strstr (buf, "\nUid:");
+      if (!u || strtoul (u + 5, NULL, 10) != w->uid || inner_pid (buf) == 1)
+        continue;
+      snprintf (path, sizeof path, "/proc/%s/environ", d->d_name);
+      if (!read_whole (path, buf, size, &len))
+        continue;
+      if (memmem (buf, len, w->tag, strlen (w->tag)))
+        {
+          hold (&w->sandbox, ns, d->d_name);
+          w->found = true;
+        }
+      else if (memchr (buf, '=', len)
+               && w->nforeign < (int)(sizeof w->foreign / sizeof w->foreign[0]))
+        hold (&w->foreign[w->nforeign++], ns, d->d_name);
+    }
+  if (proc)
+    closedir (proc);
+}
+
+/* Counts the tasks of every process in the sandbox's namespace now; its
+ * init, once seen, holds the namespace from then on: when init is gone the
+ * sandbox is over. */
+static void
+count_sandbox_tasks (struct task_watch *w, char *buf, size_t size)
+{
+  if (!still_held (&w->sandbox))
+    {
+      w->over = true;
+      return;
+    }
+  DIR *proc = opendir ("/proc");
+  if (!proc)
+    return;
+  int tasks = 0, processes = 0;
+  struct dirent *d;
+  while ((d = readdir (proc)))
+    {
+      char ns[64], path[320];
+      size_t len;
+      if (!isdigit ((unsigned char)d->d_name[0]) || !read_ns_of (d->d_name, ns, sizeof ns)
+          || strcmp (ns, w->sandbox.ns) != 0)
+        continue;
+      snprintf (path, sizeof path, "/proc/%s/status", d->d_name);
+      if (!read_whole (path, buf, size, &len))
+        continue;
+      const char *t = strstr (buf, "\nThreads:");
+      tasks += t ? atoi (t + 9) : 1;
+      processes++;
+      if (!w->have_init && inner_pid (buf) == 1)
+        {
+          hold (&w->sandbox, ns, d->d_name);
+          w->have_init = true;
+        }
+    }
+  closedir (proc);
+  if (tasks > w->most)
+    {
+      w->most = tasks;
+      snprintf (w->desc, sizeof w->desc, "%d tasks in %d processes of PID namespace %s", tasks,
+                processes, w->sandbox.ns);
+    }
+}
+
+static void *
+task_watch_main (void *arg)
+{
+  struct task_watch *w = arg;
+  size_t size = 1 << 16;
+  char *buf = malloc (size);
+  while (buf && !w->over && !atomic_load (&w->stop))
+    {
+      if (!w->found)
+        find_tagged (w, buf, size);
+      if (w->found)
+        count_sandbox_tasks (w, buf, size);
+      struct timespec ts = { 0, 2 * 1000 * 1000 };
+      nanosleep (&ts, NULL);
+    }
+  free (buf);
+  return NULL;
+}
+
+struct task_watch *
+task_watch_start (const char *tag)
+{
+  struct task_watch *w = calloc (1, sizeof *w);
+  cr_assert_not_null (w);
+  snprintf (w->tag, sizeof w->tag, "%s", tag);
+  w->uid = sandbox_host_uid ();
+  atomic_init (&w->stop, false);
+  cr_assert (pthread_create (&w->thread, NULL, task_watch_main, w) == 0, "pthread_create");
+  return w;
+}
+
+int
+task_watch_stop (struct task_watch *w, char *desc, size_t desc_size)
+{
+  atomic_store (&w->stop, true);
+  pthread_join (w->thread, NULL);
+  int most = w->most;
+  snprintf (desc, desc_size, "%s", w->most ? w->desc : "the sandbox was never seen");
+  free (w);
+  return most;
 }
 
 /* Files. */

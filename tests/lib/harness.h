@@ -17,7 +17,11 @@
  *   NSBOX_TEST_TIME_SCALE a number >= 1 used instead of measuring
  *   NSBOX_TEST_REFERENCE_MS  the trivial run's time where the bounds were
  *                         tuned, for a place other than the host (the
- *                         check-vm guest) */
+ *                         check-vm guest)
+ *   NSBOX_TEST_LAUNCHER_CGROUP  a cgroup v2 directory below which NSBOX_BIN,
+ *                         a wrapper, starts each CLI launcher alone in a
+ *                         fresh cgroup (check-vm's nsbox-scoped): for the
+ *                         host probe (harness_expected_mechanism) */
 #ifndef NSBOX_TEST_HARNESS_H
 #define NSBOX_TEST_HARNESS_H
 
@@ -228,6 +232,48 @@ bool have_cgroups (void);
 /* Directories named nsbox-<launcher_pid>-* (any nsbox-* when launcher_pid
  * is 0) below the test process's own cgroup in every hierarchy. */
 int count_nsbox_cgroups (pid_t launcher_pid, char *desc, size_t desc_size);
+
+/* How this host can enforce a limit ("memory", "cpus" or "pids") for a
+ * launcher started as `mode` starts one, by the user who launches the
+ * sandboxes (the test user, else the harness's own): "cgroup2", "cgroup1",
+ * "rlimit" or "none". Found without asking nsbox, from the cgroup mounts
+ * (/proc/self/mountinfo), the test process's own cgroups (/proc/self/cgroup:
+ * its launchers start there), the controllers each offers and whether that
+ * user may write there:
+ *   - cgroup v2, for memory and pids (and cpus with the cpu controller,
+ *     else none). The test process's own cgroup does not count: nsbox
+ *     cannot use a cgroup that holds other processes, the harness's. So:
+ *     root, when the hierarchy's root has the memory and pids controllers
+ *     (it may make a cgroup at the top); another user, through the CLI,
+ *     when NSBOX_TEST_LAUNCHER_CGROUP is the user's to write and gives its
+ *     children those controllers; or when the hierarchy's root has them
+ *     and the user has a systemd user bus (a delegated scope);
+ *   - else cgroup v1, per limit: the controller's hierarchy (memory, cpu
+ *     with CFS quota files, pids) holds the test process in a directory
+ *     that user may write;
+ *   - else RLIMIT_AS for memory, RLIMIT_NPROC for pids, nothing for cpus.
+ * Under runsc pids is always "rlimit" (gVisor's own RLIMIT_NPROC: the host
+ * cannot see gVisor's tasks), memory and cpus as natively (README, runsc).
+ * Probed once per test process and mode. */
+const char *harness_expected_mechanism (enum run_mode mode, const char *limit);
+/* What the probe found, one line, for failure messages. */
+const char *harness_host_probe (enum run_mode mode);
+/* limits.memory, limits.cpus and limits.pids of the run are what
+ * harness_expected_mechanism says for its mode: a weaker mechanism than the
+ * host offers fails, and so does a stronger one (a claim the host cannot
+ * back). */
+void assert_limit_mechanisms (struct run_out *out);
+
+/* Counts, from the host, the tasks (threads included) of one native
+ * sandbox while it runs: every task in the PID namespace of the process of
+ * host uid sandbox_host_uid () whose environment holds `tag` (make_run_tag,
+ * given with --env), the sandbox's init included. A thread polls until
+ * task_watch_stop, which returns the most tasks seen at once (0 when the
+ * sandbox was never seen) and describes that moment in desc. gVisor's
+ * tasks are not host tasks: under runsc the watch sees none. */
+struct task_watch;
+struct task_watch *task_watch_start (const char *tag);
+int task_watch_stop (struct task_watch *watch, char *desc, size_t desc_size);
 
 /* A fresh 0755 directory under /tmp that the test user can read (free it;
  * remove with remove_tree). */

@@ -253,13 +253,17 @@ in_harness_leaf() { # the test binary (root) sits in the delegated tree, so
 	# its children may move into scopes there (common-ancestor rule)
 	/bin/sh -c 'echo $$ >"$0/harness/cgroup.procs" && exec "$@"' "$DELEGATED" "$@"
 }
+# The harness's host probe cannot see inside the wrapper: it is told where
+# each CLI launcher starts (library runs stay in the harness's cgroup).
 NSBOX_BIN=$P/bin/nsbox-scoped NSBOX_TEST_USER=$TEST_USER NSBOX_VM_DELEGATED=$DELEGATED
-export NSBOX_BIN NSBOX_TEST_USER NSBOX_VM_DELEGATED
+NSBOX_TEST_LAUNCHER_CGROUP=$DELEGATED
+export NSBOX_BIN NSBOX_TEST_USER NSBOX_VM_DELEGATED NSBOX_TEST_LAUNCHER_CGROUP
 pass "delegated $TEST_USER: integration limits/*" in_harness_leaf $LIMITS_DELEGATED
 pass "delegated $TEST_USER: cgroup2_test cgroup2/*" in_harness_leaf $CGROUP2_DELEGATED
 
 # 3. user without delegation: from the root cgroup, which it cannot write.
 NSBOX_BIN=$P/bin/nsbox
+unset NSBOX_TEST_LAUNCHER_CGROUP
 pass "undelegated $TEST_USER: cgroup2_test undelegated/*" $UNDELEGATED
 
 check_leftovers "run cgroups"
