@@ -71,9 +71,17 @@ add (json_t *array, json_t *item)
   return item ? json_array_append_new (array, item) : -1;
 }
 
-/* process.rlimits: the plan's (every limit, as natively),
- * with RLIMIT_NPROC = pids-limit always: gVisor enforces it for the one
- * user of the sandbox, and the host cgroup cannot count gVisor's tasks. */
+/* process.rlimits: the plan's (every limit, as natively), with
+ * RLIMIT_NPROC from pids-limit always: the host cgroup cannot count
+ * gVisor's tasks, so gVisor's own RLIMIT_NPROC is the limit. pids-limit
+ * counts every task of the sandbox, init included, as natively; gVisor
+ * counts a task against the user that created it, at clone: the helper at
+ * PID 1 (uid 0, created by gVisor, never counted) forks the program, which
+ * becomes the sandbox user only after it was counted for uid 0. The
+ * sandbox user's count so leaves out both: pids-limit - 2, and uid 0
+ * holds those two (nsbox_runsc_bundle_create refuses a pids-limit below
+ * 4). With the sandbox user 0, every task counts for uid 0: at most
+ * pids-limit - 2 of them, stricter than native, never weaker. */
 static json_t *
 build_rlimits (const struct nsbox_plan *plan, const struct nsbox_config *c)
 {
@@ -94,8 +102,8 @@ build_rlimits (const struct nsbox_plan *plan, const struct nsbox_config *c)
           < 0)
         goto fail;
     }
-  if (add (a, json_pack ("{s:s, s:I, s:I}", "type", "RLIMIT_NPROC", "hard",
-                         (json_int_t)c->pids_limit, "soft", (json_int_t)c->pids_limit))
+  json_int_t nproc = (json_int_t)c->pids_limit - 2;
+  if (add (a, json_pack ("{s:s, s:I, s:I}", "type", "RLIMIT_NPROC", "hard", nproc, "soft", nproc))
       < 0)
     goto fail;
   return a;
@@ -413,6 +421,16 @@ int
 nsbox_runsc_bundle_create (struct nsbox_runsc_bundle *b, const struct nsbox_plan *plan,
                            const struct nsbox_config *c, struct nsbox_error **err)
 {
+  /* gVisor counts the helper and the program's first task for uid 0
+   * (build_rlimits): an RLIMIT_NPROC below 2 stops the helper's own start,
+   * and one that lets both start lets the program hold more tasks than a
+   * pids-limit below 4. Refused rather than weaker than native. */
+  if (c->pids_limit < 4)
+    return nsbox_error_set (err, EINVAL,
+                            "pids-limit %" PRIu64 " is below 4, the least runtime 'runsc' can "
+                            "enforce exactly (its init and the program's first process count "
+                            "apart from the sandbox user's tasks)",
+                            c->pids_limit);
   b->root = geteuid () == 0;
   int r = make_workdir (b, err);
   if (r < 0 || (r = write_helper (b, plan, err)) < 0)

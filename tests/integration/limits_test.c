@@ -258,7 +258,9 @@ counted_inside (struct run_out *out)
  * init joins the run's cgroup before it forks the program; under
  * RLIMIT_NPROC it runs as the sandbox's uid in the sandbox's user
  * namespace, where the kernel counts tasks per (namespace, uid); under
- * gVisor the runsc-exec helper at PID 1 runs as that uid too. */
+ * gVisor, whose RLIMIT_NPROC counts a task for the user that created it,
+ * nsbox leaves room for the helper at PID 1 and the program's first
+ * process, both created by uid 0 (runsc_bundle.c). */
 MODE_TEST (limits, fork_bomb_never_holds_more_tasks_than_pids_limit, .timeout = 90)
 {
   char tag[96], timeout[32], code[sizeof fork_bomb_fmt + 64];
@@ -306,6 +308,37 @@ MODE_TEST (limits, fork_bomb_never_holds_more_tasks_than_pids_limit, .timeout = 
   RUN_ASSERT (&out, left == 0, "%d process(es) of uid %u left after the run: %s", left,
               (unsigned)sandbox_host_uid (), desc);
   assert_no_cgroup_left (&out);
+  run_out_free (&out);
+}
+
+/* A small pids-limit holds exactly: natively init, the program and one
+ * child make 3. gVisor counts init and the program's first process apart
+ * from the sandbox user's tasks (runsc_bundle.c), so runsc cannot hold
+ * fewer than 4 exactly: it refuses, never runs with more. */
+MODE_TEST (limits, a_pids_limit_of_3_holds_one_child_or_is_refused, .timeout = 30)
+{
+  const char *const args[] = { "--pids-limit", "3", NULL };
+  struct run_out out;
+  run_mode (*mode,
+            "import os, time\n"
+            "n = 0\n"
+            "try:\n"
+            "    while n < 8:\n"
+            "        if os.fork() == 0:\n"
+            "            time.sleep(60)\n"
+            "        n += 1\n"
+            "except OSError:\n"
+            "    pass\n"
+            "print('forked', n, flush=True)\n"
+            "os._exit(0)\n",
+            args, &out);
+  if (harness_is_runsc ())
+    {
+      const char *const needles[] = { "pids-limit 3", "runsc", NULL };
+      assert_refused (&out, needles);
+    }
+  else
+    assert_prints (&out, "forked 1\n");
   run_out_free (&out);
 }
 
