@@ -846,18 +846,6 @@ check_expectation (const char *name, struct run_out *out, bool text, const struc
 /* Host checks. */
 
 static bool
-pid_ns_of (const char *pid, char *buf, size_t size)
-{
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%s/ns/pid", pid);
-  ssize_t n = readlink (path, buf, size - 1);
-  if (n <= 0)
-    return false;
-  buf[n] = '\0';
-  return true;
-}
-
-static bool
 status_field (const char *pid, const char *field, char *buf, size_t size)
 {
   char path[64], text[4096];
@@ -942,7 +930,7 @@ count_orphans (uid_t uid, pid_t launcher, unsigned long long since, unsigned lon
                char *desc, size_t size)
 {
   char own_ns[128];
-  cr_assert (pid_ns_of ("self", own_ns, sizeof own_ns));
+  cr_assert (read_pid_ns ("self", own_ns, sizeof own_ns));
   DIR *proc = opendir ("/proc");
   cr_assert_not_null (proc);
   int count = 0;
@@ -959,7 +947,7 @@ count_orphans (uid_t uid, pid_t launcher, unsigned long long since, unsigned lon
         {
           if (!status_field (d->d_name, "Uid", buf, sizeof buf) || strtoul (buf, NULL, 10) != uid)
             continue;
-          if (!pid_ns_of (d->d_name, ns, sizeof ns) || strcmp (ns, own_ns) == 0)
+          if (!read_pid_ns (d->d_name, ns, sizeof ns) || strcmp (ns, own_ns) == 0)
             continue;
           unsigned long long started = start_ticks (d->d_name);
           if (started < since || started > until)
@@ -975,7 +963,7 @@ count_orphans (uid_t uid, pid_t launcher, unsigned long long since, unsigned lon
               snprintf (cur, sizeof cur, "%s", buf);
               if (atoi (cur) <= 1)
                 break;
-              if (pid_ns_of (cur, ns, sizeof ns) && strcmp (ns, own_ns) == 0)
+              if (read_pid_ns (cur, ns, sizeof ns) && strcmp (ns, own_ns) == 0)
                 {
                   orphan = false;
                   break;

@@ -11,21 +11,7 @@
 
 #include "image_helpers.h"
 
-static struct fx fx;
-
-static void
-setup (void)
-{
-  fx_setup (&fx);
-}
-
-static void
-teardown (void)
-{
-  fx_teardown (&fx);
-}
-
-TestSuite (hostile, .init = setup, .fini = teardown, .timeout = 90);
+FX_TEST_SUITE (hostile, 90);
 
 #define EXIT_INVALID_IMAGE 6
 #define EXIT_LIMIT 11

@@ -32,6 +32,13 @@ const char *image_bin (void);
 
 void fx_setup (struct fx *fx);
 void fx_teardown (struct fx *fx);
+/* A suite whose tests share one `fx`, set up before and torn down after
+ * each test. */
+#define FX_TEST_SUITE(suite, seconds)                                                              \
+  static struct fx fx;                                                                             \
+  static void suite##_setup (void) { fx_setup (&fx); }                                             \
+  static void suite##_teardown (void) { fx_teardown (&fx); }                                       \
+  TestSuite (suite, .init = suite##_setup, .fini = suite##_teardown, .timeout = seconds)
 
 /* Runs `sh -c` with $T, $STORE and $IMG (the nsbox-image binary) set and
  * the working directory $T. */

@@ -9,21 +9,7 @@
 
 #include "image_helpers.h"
 
-static struct fx fx;
-
-static void
-setup (void)
-{
-  fx_setup (&fx);
-}
-
-static void
-teardown (void)
-{
-  fx_teardown (&fx);
-}
-
-TestSuite (layers, .init = setup, .fini = teardown, .timeout = 60);
+FX_TEST_SUITE (layers, 60);
 
 static char *
 in_root (const char *rootfs, const char *rel)

@@ -100,23 +100,6 @@ ParameterizedTest (struct tamper_case *c, registry_faults,
   free (ref);
 }
 
-/* The single layer of test/big:t, from the store. */
-static const char *
-first_layer (struct nsbox_store *store, const char *manifest_digest)
-{
-  static char digest[80];
-  char *data = NULL;
-  size_t len = 0;
-  cr_assert (nsbox_store_read_blob (store, manifest_digest, 1 << 20, &data, &len, NULL) >= 0);
-  json_t *m = json_loadb (data, len, 0, NULL);
-  free (data);
-  snprintf (digest, sizeof digest, "%s",
-            json_string_value (
-                json_object_get (json_array_get (json_object_get (m, "layers"), 0), "digest")));
-  json_decref (m);
-  return digest;
-}
-
 static int
 count_layer_gets (const char *log, const char *layer, bool ranged)
 {
@@ -142,7 +125,7 @@ Test (registry_faults, blob_cut_in_half_resumes_with_range, .timeout = 60)
   char *digest = NULL;
   struct nsbox_error *e = test_pull (store, ref, NULL, &digest);
   cr_assert_null (e, "pull failed: %s", nsbox_error_message (e));
-  const char *layer = first_layer (store, digest);
+  const char *layer = first_layer_digest (store, digest);
   cr_assert (nsbox_store_has_blob (store, layer));
   cr_assert_eq (count_layer_gets (proxy.log, layer, false), 1);
   cr_assert_eq (count_layer_gets (proxy.log, layer, true), 1, "no Range request after the cut");
@@ -161,7 +144,7 @@ Test (registry_faults, server_ignoring_range_restarts_the_blob, .timeout = 60)
   char *digest = NULL;
   struct nsbox_error *e = test_pull (store, ref, NULL, &digest);
   cr_assert_null (e, "pull failed: %s", nsbox_error_message (e));
-  const char *layer = first_layer (store, digest);
+  const char *layer = first_layer_digest (store, digest);
   /* asked for a Range, got 200 with everything, started over: verified */
   cr_assert_eq (count_layer_gets (proxy.log, layer, true), 1);
   cr_assert (nsbox_store_has_blob (store, layer));
@@ -328,7 +311,7 @@ Test (registry_faults, stalled_blob_is_asked_again_from_where_it_stopped, .timeo
   cr_assert (took >= STALL_SECONDS && took < STALL_SECONDS + slack,
              "the stalled transfer was given up after %.2f s (window %d s, slack %.1f s)", took,
              STALL_SECONDS, slack);
-  const char *layer = first_layer (store, digest);
+  const char *layer = first_layer_digest (store, digest);
   cr_assert_eq (count_layer_gets (proxy.log, layer, false), 1);
   cr_assert_eq (count_layer_gets (proxy.log, layer, true), 1, "no Range request after the stall");
   cr_assert (nsbox_store_has_blob (store, layer));
@@ -359,7 +342,7 @@ Test (registry_faults, blob_that_keeps_stalling_fails_the_pull_and_the_next_pull
   e = test_pull (clean, direct_ref, NULL, &clean_digest);
   cr_assert_null (e, "clean pull failed: %s", nsbox_error_message (e));
   char layer[80];
-  snprintf (layer, sizeof layer, "%s", first_layer (clean, clean_digest));
+  snprintf (layer, sizeof layer, "%s", first_layer_digest (clean, clean_digest));
   char blob[4096];
   snprintf (blob, sizeof blob, "%s/blobs/sha256/%s", nsbox_store_root (clean), layer + 7);
   long long layer_size = file_size (blob);
@@ -449,7 +432,7 @@ Test (registry_faults, slow_but_steady_transfer_is_not_taken_for_a_stall, .timeo
   struct nsbox_error *e = timed_pull (store, ref, &digest, &took);
   cr_assert_null (e, "a slow but steady pull failed: %s", nsbox_error_message (e));
   cr_assert_geq (took, 3 * STALL_SECONDS, "the transfer was not slow (%.2f s)", took);
-  const char *layer = first_layer (store, digest);
+  const char *layer = first_layer_digest (store, digest);
   cr_assert_eq (count_layer_gets (proxy.log, layer, false), 1);
   cr_assert_eq (count_layer_gets (proxy.log, layer, true), 0,
                 "the slow transfer was given up and resumed");

@@ -278,22 +278,6 @@ Test (registry_pull, second_pull_by_digest_makes_no_request, .timeout = 60)
   free (ref);
 }
 
-static const char *
-big_layer_digest (struct nsbox_store *store, const char *manifest_digest)
-{
-  static char digest[80];
-  char *data = NULL;
-  size_t len = 0;
-  cr_assert (nsbox_store_read_blob (store, manifest_digest, 1 << 20, &data, &len, NULL) >= 0);
-  json_t *m = json_loadb (data, len, 0, NULL);
-  free (data);
-  snprintf (digest, sizeof digest, "%s",
-            json_string_value (
-                json_object_get (json_array_get (json_object_get (m, "layers"), 0), "digest")));
-  json_decref (m);
-  return digest;
-}
-
 Test (registry_pull, concurrent_pulls_download_each_blob_once, .timeout = 90)
 {
   struct server reg, proxy;
@@ -329,7 +313,7 @@ Test (registry_pull, concurrent_pulls_download_each_blob_once, .timeout = 90)
   struct nsbox_store *store = test_store ();
   char *digest = NULL;
   cr_assert (nsbox_store_resolve (store, ref, &digest, NULL) >= 0);
-  const char *layer = big_layer_digest (store, digest);
+  const char *layer = first_layer_digest (store, digest);
   int gets = log_count (proxy.log, "GET", layer);
   cr_assert_eq (gets, 1, "the layer was downloaded %d times", gets);
   assert_blobs_verified (store);
@@ -395,7 +379,7 @@ Test (registry_pull, killed_pull_resumes_with_a_range_request, .timeout = 90)
   struct nsbox_store *store = test_store ();
   char *digest = NULL;
   pull_ok (store, ref, NULL, &digest);
-  const char *layer = big_layer_digest (store, digest);
+  const char *layer = first_layer_digest (store, digest);
   cr_assert (nsbox_store_has_blob (store, layer));
   /* One GET of the layer, for the rest only. */
   FILE *f = fopen (pass.log, "re");

@@ -476,3 +476,19 @@ assert_blobs_verified (struct nsbox_store *store)
   closedir (d);
   return n;
 }
+
+const char *
+first_layer_digest (struct nsbox_store *store, const char *manifest_digest)
+{
+  static char digest[80];
+  char *data = NULL;
+  size_t len = 0;
+  cr_assert (nsbox_store_read_blob (store, manifest_digest, 1 << 20, &data, &len, NULL) >= 0);
+  json_t *m = json_loadb (data, len, 0, NULL);
+  free (data);
+  snprintf (digest, sizeof digest, "%s",
+            json_string_value (
+                json_object_get (json_array_get (json_object_get (m, "layers"), 0), "digest")));
+  json_decref (m);
+  return digest;
+}

@@ -76,3 +76,5 @@ struct nsbox_error *test_pull (struct nsbox_store *store, const char *ref, const
 /* Every file under blobs/sha256 hashes to its name: nothing unverified got
  * in. Returns the number of blobs. */
 int assert_blobs_verified (struct nsbox_store *store);
+/* The digest of the first layer of a stored manifest (a static buffer). */
+const char *first_layer_digest (struct nsbox_store *store, const char *manifest_digest);

@@ -18,21 +18,7 @@
 #include "store.h"
 #include "util.h"
 
-static struct fx fx;
-
-static void
-setup (void)
-{
-  fx_setup (&fx);
-}
-
-static void
-teardown (void)
-{
-  fx_teardown (&fx);
-}
-
-TestSuite (store, .init = setup, .fini = teardown, .timeout = 120);
+FX_TEST_SUITE (store, 120);
 
 #define DIGEST_OF_HELLO "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 

@@ -34,6 +34,7 @@
 
 #include "config.h"
 #include "nsbox.h"
+#include "util.h"
 
 enum run_mode harness_modes[2] = { RUN_CLI, RUN_LIB };
 
@@ -353,8 +354,6 @@ pump (int in_fd, const char *code, size_t len, int out_fd, struct buf *out, int 
     }
 }
 
-static void write_all (int fd, const char *data, size_t len);
-
 /* SIGPIPE when the launcher refuses before reading its stdin must not kill
  * the test; forked children restore the default. */
 static void
@@ -436,7 +435,7 @@ void
 run_job_feed (struct run_job *job, const char *code, size_t len)
 {
   cr_assert (job->in_fd >= 0, "the code was fed already");
-  write_all (job->in_fd, code, len);
+  (void)nsbox_write_all (job->in_fd, code, len);
   close (job->in_fd);
   job->in_fd = -1;
 }
@@ -680,21 +679,6 @@ configure_lib (nsbox_config *config, const char *const *args, struct nsbox_error
   return r;
 }
 
-static void
-write_all (int fd, const char *data, size_t len)
-{
-  while (len > 0)
-    {
-      ssize_t n = write (fd, data, len);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return;
-      data += n;
-      len -= (size_t)n;
-    }
-}
-
 /* Writes "J <base_rss_kb>\n<json>" or "E <base_rss_kb>\n<message>". */
 static void __attribute__ ((noreturn))
 lib_child (int fd, const char *code, size_t len, const char *const *args)
@@ -711,15 +695,15 @@ lib_child (int fd, const char *code, size_t len, const char *const *args)
   if (json)
     {
       snprintf (head, sizeof head, "J %ld\n", base);
-      write_all (fd, head, strlen (head));
-      write_all (fd, json, strlen (json));
+      (void)nsbox_write_all (fd, head, strlen (head));
+      (void)nsbox_write_all (fd, json, strlen (json));
     }
   else
     {
       const char *msg = err ? nsbox_error_message (err) : "(no error object)";
       snprintf (head, sizeof head, "E %ld\n", base);
-      write_all (fd, head, strlen (head));
-      write_all (fd, msg, strlen (msg));
+      (void)nsbox_write_all (fd, head, strlen (head));
+      (void)nsbox_write_all (fd, msg, strlen (msg));
     }
   free (json);
   nsbox_result_free (res);
@@ -1739,8 +1723,8 @@ struct task_watch
   char desc[512];
 };
 
-static bool
-read_ns_of (const char *pid, char *ns, size_t size)
+bool
+read_pid_ns (const char *pid, char *ns, size_t size)
 {
   char path[64];
   snprintf (path, sizeof path, "/proc/%s/ns/pid", pid);
@@ -1778,7 +1762,7 @@ static bool
 still_held (const struct ns_holder *h)
 {
   char ns[64];
-  return read_ns_of (h->pid, ns, sizeof ns) && strcmp (ns, h->ns) == 0
+  return read_pid_ns (h->pid, ns, sizeof ns) && strcmp (ns, h->ns) == 0
          && started_at (h->pid) == h->started;
 }
 
@@ -1816,7 +1800,7 @@ find_tagged (struct task_watch *w, char *buf, size_t size)
     {
       char path[320], ns[64];
       size_t len;
-      if (!isdigit ((unsigned char)d->d_name[0]) || !read_ns_of (d->d_name, ns, sizeof ns))
+      if (!isdigit ((unsigned char)d->d_name[0]) || !read_pid_ns (d->d_name, ns, sizeof ns))
         continue;
       bool foreign = false;
       for (int i = 0; i < w->nforeign && !foreign; i++)
@@ -1863,7 +1847,7 @@ count_sandbox_tasks (struct task_watch *w, char *buf, size_t size)
     {
       char ns[64], path[320];
       size_t len;
-      if (!isdigit ((unsigned char)d->d_name[0]) || !read_ns_of (d->d_name, ns, sizeof ns)
+      if (!isdigit ((unsigned char)d->d_name[0]) || !read_pid_ns (d->d_name, ns, sizeof ns)
           || strcmp (ns, w->sandbox.ns) != 0)
         continue;
       snprintf (path, sizeof path, "/proc/%s/status", d->d_name);
@@ -1947,7 +1931,7 @@ write_text_file (const char *path, const char *text, mode_t mode)
 {
   int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   cr_assert (fd >= 0, "create '%s': %s", path, strerror (errno));
-  write_all (fd, text, strlen (text));
+  (void)nsbox_write_all (fd, text, strlen (text));
   cr_assert (fchmod (fd, mode) == 0, "chmod '%s': %s", path, strerror (errno));
   close (fd);
 }

@@ -271,6 +271,10 @@ void assert_limit_mechanisms (struct run_out *out);
  * task_watch_stop, which returns the most tasks seen at once (0 when the
  * sandbox was never seen) and describes that moment in desc. gVisor's
  * tasks are not host tasks: under runsc the watch sees none. */
+/* The PID namespace of /proc/PID ("self" too) as its link text, e.g.
+ * "pid:[4026531836]"; false when it cannot be read. */
+bool read_pid_ns (const char *pid, char *ns, size_t size);
+
 struct task_watch;
 struct task_watch *task_watch_start (const char *tag);
 int task_watch_stop (struct task_watch *watch, char *desc, size_t desc_size);
