@@ -21,14 +21,6 @@
 
 TestSuite (registry_auth, .fini = servers_stop_all);
 
-static char *
-ref_at (uint16_t port, const char *name)
-{
-  char *s = NULL;
-  cr_assert (asprintf (&s, "127.0.0.1:%u/%s", port, name) > 0);
-  return s;
-}
-
 static void
 pull_ok (const char *ref)
 {

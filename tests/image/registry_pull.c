@@ -24,14 +24,6 @@
 
 TestSuite (registry_pull, .fini = servers_stop_all);
 
-static char *
-ref_at (uint16_t port, const char *name)
-{
-  char *s = NULL;
-  cr_assert (asprintf (&s, "127.0.0.1:%u/%s", port, name) > 0);
-  return s;
-}
-
 static void
 pull_ok (struct nsbox_store *store, const char *ref, const char *platform, char **digest)
 {

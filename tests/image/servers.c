@@ -492,3 +492,11 @@ first_layer_digest (struct nsbox_store *store, const char *manifest_digest)
   json_decref (m);
   return digest;
 }
+
+char *
+ref_at (uint16_t port, const char *name)
+{
+  char *s = NULL;
+  cr_assert (asprintf (&s, "127.0.0.1:%u/%s", port, name) > 0);
+  return s;
+}

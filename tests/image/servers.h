@@ -28,6 +28,8 @@ const char *test_path (const char *name);
 const char *image_test_script (const char *name);
 
 uint16_t free_port (void);
+/* "127.0.0.1:PORT/NAME", a reference to a loopback registry (free it). */
+char *ref_at (uint16_t port, const char *name);
 
 /* docker-registry serving `storage` on a free port; extra_yaml (may be
  * NULL) is appended to its configuration (auth:, middleware: sections). */
