@@ -854,14 +854,18 @@ Test (seccomp, clone_decision_depends_only_on_namespace_flags, .timeout = 10)
     }
 }
 
-/* What the default policy means for socket(family, _, protocol): the
- * family on all 64 bits, the protocol on the 32 bits the kernel reads. */
+/* What the default policy means for socket(family, type, protocol): the
+ * family on all 64 bits, the type on its low 4 bits (stream, datagram,
+ * raw, or 0, which the kernel refuses), the protocol on the 32 bits the
+ * kernel reads. */
 static uint32_t
-expected_socket (uint64_t family, uint64_t protocol)
+expected_socket (uint64_t family, uint64_t type, uint64_t protocol)
 {
   uint32_t proto = (uint32_t)protocol;
   if (family == AF_UNIX)
     return RET_ALLOW;
+  if ((family == AF_INET || family == AF_INET6) && (type & 0xF) > SOCK_RAW)
+    return RET_ERRNO (EPROTONOSUPPORT);
   if (family == AF_INET || family == AF_INET6)
     return proto == IPPROTO_IP || proto == IPPROTO_ICMP || proto == IPPROTO_TCP
                    || proto == IPPROTO_UDP || proto == IPPROTO_ICMPV6
@@ -888,9 +892,13 @@ Test (seccomp, socket_decision_matches_the_family_and_protocol_allowlists, .time
         family = families[i % 7];
       if (i % 3 == 0)
         protocol = protocols[(i / 3) % 10] | (i % 2 ? random_u64 (&state) << 32 : 0);
-      uint32_t got = DECIDE (bpf, SYS_socket, family, random_u64 (&state), protocol, 0, 0, 0);
-      cr_assert_eq (got, expected_socket (family, protocol),
-                    "socket(%#" PRIx64 ", _, %#" PRIx64 ")", family, protocol);
+      /* Half the types are a real one (1 to 10) with random flag bits. */
+      uint64_t type = random_u64 (&state);
+      if (i % 2)
+        type = (type & ~(uint64_t)0xF) | (1 + i / 2 % 10);
+      uint32_t got = DECIDE (bpf, SYS_socket, family, type, protocol, 0, 0, 0);
+      cr_assert_eq (got, expected_socket (family, type, protocol),
+                    "socket(%#" PRIx64 ", %#" PRIx64 ", %#" PRIx64 ")", family, type, protocol);
     }
 }
 
@@ -1197,6 +1205,11 @@ Test (seccomp, filter_answers_socketpair_protocols_and_options_first, .timeout =
   EXPECT_FILTER_DECIDES (EAFNOSUPPORT, SYS_socketpair, AF_NETLINK, SOCK_RAW, 0, 0);
   EXPECT_FILTER_DECIDES (EPROTONOSUPPORT, SYS_socket, AF_INET, SOCK_RAW, IPPROTO_SCTP);
   EXPECT_FILTER_DECIDES (EPROTONOSUPPORT, SYS_socket, AF_INET6, SOCK_RAW, 115 /* L2TP */);
+  /* Protocol 0 of these types is SCTP and DCCP where their modules are
+   * loaded; where not, the kernel says ESOCKTNOSUPPORT. */
+  EXPECT_FILTER_DECIDES (EPROTONOSUPPORT, SYS_socket, AF_INET, SOCK_SEQPACKET, 0);
+  EXPECT_FILTER_DECIDES (EPROTONOSUPPORT, SYS_socket, AF_INET6, 6 /* SOCK_DCCP */, 0);
+  EXPECT_FILTER_DECIDES (EPROTONOSUPPORT, SYS_socket, AF_INET, SOCK_RDM | SOCK_CLOEXEC, 0);
   EXPECT_FILTER_DECIDES (ENOPROTOOPT, SYS_setsockopt, -1, SOL_TCP, TCP_ULP, 0, 0);
   EXPECT_FILTER_DECIDES (ENOPROTOOPT, SYS_getsockopt, -1, SOL_TCP, TCP_ZEROCOPY_RECEIVE, 0, 0);
   EXPECT_FILTER_DECIDES (ENOPROTOOPT, SYS_setsockopt, -1, SOL_SOCKET, SO_ATTACH_FILTER, 0, 0);
@@ -1211,7 +1224,7 @@ Test (seccomp, socket_inet_unix_and_netlink_route_work, .timeout = 20)
   cr_expect_eq (FILTERED (SYS_socket, AF_UNIX, SOCK_STREAM, 0), 0);
   cr_expect_eq (FILTERED (SYS_socket, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE), 0);
   /* The kernel decides for the allowed families. */
-  cr_expect_eq (FILTERED (SYS_socket, AF_INET6, -1, 0), EINVAL);
+  cr_expect_eq (FILTERED (SYS_socket, AF_INET6, SOCK_STREAM | 0x100, 0), EINVAL);
   cr_expect_eq (FILTERED (SYS_socket, AF_NETLINK, -1, NETLINK_ROUTE), EINVAL);
 }
 
