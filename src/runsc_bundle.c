@@ -431,6 +431,14 @@ nsbox_runsc_bundle_create (struct nsbox_runsc_bundle *b, const struct nsbox_plan
                             "enforce exactly (its init and the program's first process count "
                             "apart from the sandbox user's tasks)",
                             c->pids_limit);
+  /* The helper's report file belongs to uid 0 inside gVisor, which no
+   * mode bit keeps from its owner: a program running as uid 0 could
+   * write a setup failure of its choosing there. */
+  if (c->uid == 0)
+    return nsbox_error_set (err, EINVAL,
+                            "user 0 is not allowed under runtime 'runsc': the sandbox's "
+                            "setup report belongs to uid 0 there, and the program must not "
+                            "be able to write it");
   b->root = geteuid () == 0;
   int r = make_workdir (b, err);
   if (r < 0 || (r = write_helper (b, plan, err)) < 0)

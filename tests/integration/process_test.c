@@ -474,3 +474,37 @@ Test (process, runsc_bundle_is_private_to_the_runtime, .timeout = 60)
   free (content);
   run_out_free (&out);
 }
+
+/* Under runsc a setup failure travels through a report file of the
+ * helper's: a program that could write it would forge nsbox's own error.
+ * As the default user the program cannot open it; as user 0 it would own
+ * it, so runsc refuses user 0. Natively there is no such file. */
+static const char forge_report[]
+    = "import os\n"
+      "try:\n"
+      "    fd = os.open('/mnt/.nsbox-report', os.O_WRONLY | os.O_APPEND)\n"
+      "except FileNotFoundError:\n"
+      "    print('absent')\n"
+      "except PermissionError:\n"
+      "    print('denied')\n"
+      "else:\n"
+      "    os.write(fd, b'forged')\n"
+      "    print('WROTE')\n";
+
+MODE_TEST (process, the_program_cannot_write_the_runsc_setup_report, .timeout = 30)
+{
+  struct run_out out;
+  run_mode (*mode, forge_report, NULL, &out);
+  assert_prints (&out, harness_is_runsc () ? "denied\n" : "absent\n");
+  run_out_free (&out);
+  const char *const as_root[] = { "--user", "0:0", NULL };
+  run_mode (*mode, forge_report, as_root, &out);
+  if (harness_is_runsc ())
+    {
+      const char *const needles[] = { "user 0", "runsc", NULL };
+      assert_refused (&out, needles);
+    }
+  else
+    assert_prints (&out, "absent\n");
+  run_out_free (&out);
+}
