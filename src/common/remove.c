@@ -17,13 +17,15 @@
 #define REMOVE_RECURSE_DEPTH 32
 
 /* Opens the directory name in dir_fd to empty it, making it ours to write
- * (a 0000 or 0555 directory from an unpacked image). Only called for a
- * name unlinkat refused as a directory, so the chmod follows no symlink. */
+ * (a 0000 or 0555 directory from an unpacked image). The chmod never
+ * follows a symlink, even one swapped in after the open was refused:
+ * glibc's AT_SYMLINK_NOFOLLOW opens the name O_PATH|O_NOFOLLOW and changes
+ * what it opened. */
 static int
 open_own_dir (int dir_fd, const char *name)
 {
   int child = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (child < 0 && errno == EACCES && fchmodat (dir_fd, name, 0700, 0) == 0)
+  if (child < 0 && errno == EACCES && fchmodat (dir_fd, name, 0700, AT_SYMLINK_NOFOLLOW) == 0)
     child = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (child < 0)
     return -errno;

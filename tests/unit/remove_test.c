@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "remove.h"
 
 static char *
@@ -51,8 +52,11 @@ build_deep_tree (int top, int depth, const char *outside)
   close (cur);
 }
 
+/* Builds a tree depth levels deep and removes it in a child with 128 fds,
+ * as root or, with owner != 0, as that uid owning the tree: without
+ * privilege, the 0000 and 0555 directories must be made writable first. */
 static void
-remove_deep_tree_case (int depth)
+remove_deep_tree_case (int depth, uid_t owner)
 {
   char *dir = make_temp_dir ();
   char *outside = NULL;
@@ -66,6 +70,15 @@ remove_deep_tree_case (int depth)
   int top = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   cr_assert_geq (top, 0);
   build_deep_tree (top, depth, outside);
+  if (owner != 0)
+    {
+      char *chown_cmd = NULL;
+      cr_assert (
+          asprintf (&chown_cmd, "chown -R -h %u:%u '%s'", (unsigned)owner, (unsigned)owner, dir)
+          >= 0);
+      cr_assert (system (chown_cmd) == 0);
+      free (chown_cmd);
+    }
   pid_t pid = fork ();
   cr_assert_geq (pid, 0);
   if (pid == 0)
@@ -74,6 +87,9 @@ remove_deep_tree_case (int depth)
       struct rlimit rl = { 128, 128 };
       if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
         _exit (100);
+      if (owner != 0
+          && (setresgid (owner, owner, owner) < 0 || setresuid (owner, owner, owner) < 0))
+        _exit (99);
       int r = nsbox_remove_at (top, "t");
       _exit (r == 0 ? 0 : 100 + (-r & 0x7f));
     }
@@ -95,9 +111,15 @@ remove_deep_tree_case (int depth)
   free (dir);
 }
 
-Test (remove, a_shallow_tree_is_removed, .timeout = 60) { remove_deep_tree_case (10); }
+Test (remove, a_shallow_tree_is_removed, .timeout = 60) { remove_deep_tree_case (10, 0); }
 
 Test (remove, a_tree_deeper_than_the_fd_limit_is_removed_with_few_fds, .timeout = 120)
 {
-  remove_deep_tree_case (1500);
+  remove_deep_tree_case (1500, 0);
+}
+
+Test (remove, an_owner_without_privilege_removes_its_0000_and_0555_directories, .timeout = 60)
+{
+  NSBOX_SKIP_UNLESS (geteuid () == 0, "needs root to hand the tree to another uid");
+  remove_deep_tree_case (40, 65534);
 }
