@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -342,13 +343,16 @@ write_helper (const struct nsbox_runsc_bundle *b, const struct nsbox_plan *plan,
 
 /* A launcher killed with SIGKILL took its gVisor processes with it (PID
  * namespace) but could not remove its work dir: the next run does. Only
- * directories we own (nobody else can create them for us to remove). */
+ * directories we own (nobody else can create them for us to remove), and
+ * only when no launcher holds the directory's lock: the pid in the name
+ * says nothing about a launcher in another PID namespace that shares the
+ * directory (a container with the same /dev/shm). */
 static void
 remove_stale (int dir_fd, const char *name)
 {
+  cleanup_close int fd = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
-  if (fstatat (dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR (st.st_mode)
-      || st.st_uid != geteuid ())
+  if (fd < 0 || fstat (fd, &st) < 0 || st.st_uid != geteuid () || flock (fd, LOCK_EX | LOCK_NB) < 0)
     return;
   nsbox_remove_at (dir_fd, name);
 }
@@ -395,6 +399,12 @@ make_workdir (struct nsbox_runsc_bundle *b, struct nsbox_error **err)
   int r;
   if (workdir_fd < 0)
     return nsbox_error_sys (err, errno, "open '%s'", b->workdir);
+  /* Held until the directory is removed: a sweep by another launcher
+   * leaves it alone (remove_stale). */
+  if (flock (workdir_fd, LOCK_EX | LOCK_NB) < 0
+      || (b->lock_fd = fcntl (workdir_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+    return nsbox_error_sys (err, errno, "lock '%s'", b->workdir);
+  b->locked = true;
   if ((r = give_to_gvisor (b, workdir_fd, 0750, b->workdir, err)) < 0
       || (r = make_gvisor_dir (b, b->dir, err)) < 0)
     return r;
@@ -451,6 +461,9 @@ nsbox_runsc_bundle_remove (struct nsbox_runsc_bundle *b)
 {
   if (b->workdir)
     nsbox_remove_at (AT_FDCWD, b->workdir);
+  if (b->locked)
+    close (b->lock_fd);
+  b->locked = false;
   free (TAKE_PTR (b->workdir));
   free (TAKE_PTR (b->dir));
   free (TAKE_PTR (b->state));

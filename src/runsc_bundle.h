@@ -23,6 +23,8 @@ struct nsbox_runsc_bundle
   char *log;     /* workdir/log/runsc.log: runsc's error log (JSON lines) */
   char *report;  /* workdir/report */
   bool root;     /* nsbox runs as root: gVisor is NSBOX_ROOT_HOST_ID */
+  bool locked;   /* lock_fd holds an flock on workdir while the run lasts */
+  int lock_fd;
 };
 
 /* Makes the work directory (removing those of launchers killed before

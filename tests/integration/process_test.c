@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -289,9 +290,9 @@ make_dir (const char *path, uid_t uid, gid_t gid)
 
 /* A launcher killed with SIGKILL cannot remove its runsc work directory;
  * the next run does, without following a symlink planted in it, and leaves
- * alone the directories of launchers still running and, as root, those it
- * does not own. TMPDIR puts the work directories where the test sees only
- * its own. */
+ * alone the directories of launchers still running (by pid here, by lock
+ * from another PID namespace) and, as root, those it does not own. TMPDIR puts the work directories
+ * where the test sees only its own. */
 Test (process, the_next_runsc_run_removes_a_killed_launcher_s_work_dir, .timeout = 120)
 {
   NSBOX_SKIP_UNLESS (runsc_installed (), "no runsc binary (apt-get install runsc)");
@@ -350,6 +351,14 @@ Test (process, the_next_runsc_run_removes_a_killed_launcher_s_work_dir, .timeout
   bool root = geteuid () == 0;
   if (root)
     make_dir (foreign, 12345, 12345);
+  /* A launcher in another PID namespace: its pid means nothing here (this
+   * one is dead here), but it holds its directory's lock. */
+  char locked[4096];
+  snprintf (locked, sizeof locked, "%s/nsbox-runsc-%d-locked", base, (int)job.pid);
+  make_dir (locked, uid, gid);
+  int lock_fd = open (locked, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cr_assert (lock_fd >= 0 && flock (lock_fd, LOCK_EX | LOCK_NB) == 0, "lock '%s': %s", locked,
+             strerror (errno));
 
   struct run_out out;
   run_cli ("pass\n", 5, (const char *const[]){ "--runtime", "runsc", NULL }, &out);
@@ -361,6 +370,8 @@ Test (process, the_next_runsc_run_removes_a_killed_launcher_s_work_dir, .timeout
   RUN_ASSERT (&out, lstat (path, &st) == 0, "the sweep followed a planted symlink: %s is gone",
               path);
   RUN_ASSERT (&out, lstat (live, &st) == 0, "the sweep removed %s of a live launcher", live);
+  RUN_ASSERT (&out, lstat (locked, &st) == 0, "the sweep removed %s, whose lock is held", locked);
+  close (lock_fd);
   if (root)
     RUN_ASSERT (&out, lstat (foreign, &st) == 0, "the sweep removed %s, owned by another user",
                 foreign);
