@@ -388,6 +388,13 @@ cmd_resolve (struct nsbox_store *store, int argc, char **argv)
   printf ("%s%c%s%c", nsbox_store_root (store), 0, rootfs, 0);
   for (char **e = env; e && *e; e++)
     printf ("%s%c", *e, 0);
+  /* An answer cut short at an item boundary would still parse: the
+   * status says it was not all written. */
+  if (fflush (stdout) != 0 || ferror (stdout))
+    {
+      fprintf (stderr, "nsbox-image: resolve: write the answer: %s\n", strerror (errno));
+      return EXIT_FAILURE_OTHER;
+    }
   return EXIT_OK;
 }
 

@@ -459,3 +459,22 @@ Test (store, image_env_is_returned_for_the_sandbox)
   free (digest);
   nsbox_store_close (store);
 }
+
+/* nsbox reads resolve's answer up to its last NUL: one cut short at an
+ * item boundary would parse with Env entries missing, so a failed write
+ * must show in the exit status. */
+Test (store, resolve_fails_when_its_answer_cannot_be_written)
+{
+  small_image ();
+  free (sh_ok (&fx, "umoci config --image oci:t --config.env=LANG=C.UTF-8"));
+  free (sh_ok (&fx, "\"$IMG\" --store \"$STORE\" import oci:\"$T/oci\":t"));
+  char *answer = sh_ok (&fx, "\"$IMG\" --store \"$STORE\" resolve --pull never %s | tr '\\0' '\\n'",
+                        IMAGE_REF);
+  cr_assert (strstr (answer, "LANG=C.UTF-8"), "resolve's answer lacks the image's Env: %s", answer);
+  free (answer);
+  struct cmd_out out;
+  sh (&fx, &out, "\"$IMG\" --store \"$STORE\" resolve --pull never %s >/dev/full", IMAGE_REF);
+  cr_assert_neq (out.status, 0, "resolve exited 0 with its answer lost");
+  cr_assert (strstr (out.err, "write the answer"), "stderr: %s", out.err);
+  cmd_out_free (&out);
+}
