@@ -118,7 +118,8 @@ static void __attribute__ ((noreturn)) fail (int32_t step, const char *detail, l
     sys (__NR_exit_group, EXIT_SETUP_FAILED, 0, 0, 0, 0);
 }
 
-/* A decimal id from argv; anything else is a broken launcher. */
+/* A decimal id from argv, 0 to 4294967294 as the configuration accepts;
+ * anything else is a broken launcher. */
 static long
 parse_id (const char *s)
 {
@@ -127,9 +128,11 @@ parse_id (const char *s)
     fail (NSBOX_STEP_NONE, s, 22);
   for (; *s; s++)
     {
-      if (*s < '0' || *s > '9' || v > 0x7fffffff / 10)
+      if (*s < '0' || *s > '9')
         fail (NSBOX_STEP_NONE, s, 22);
       v = v * 10 + (*s - '0');
+      if (v > 4294967294L)
+        fail (NSBOX_STEP_NONE, s, 22);
     }
   return v;
 }

@@ -519,3 +519,14 @@ MODE_TEST (process, the_program_cannot_write_the_runsc_setup_report, .timeout = 
     assert_prints (&out, "absent\n");
   run_out_free (&out);
 }
+
+/* Every id the configuration accepts is the program's, under either
+ * runtime (runsc's helper parses them itself). */
+MODE_TEST (process, a_user_id_above_2_to_the_31_is_the_program_s, .timeout = 30)
+{
+  const char *const args[] = { "--user", "3000000000:3000000001", NULL };
+  struct run_out out;
+  run_mode (*mode, "import os\nprint(os.getuid(), os.getgid())\n", args, &out);
+  assert_prints (&out, "3000000000 3000000001\n");
+  run_out_free (&out);
+}
