@@ -80,12 +80,22 @@ def copy_bundle():
     src = os.path.dirname(found[0])
     dst = os.path.join(work, "bundle")
     shutil.copytree(src, dst, symlinks=True)
-    p.wait()
     with open(os.path.join(dst, "config.json")) as f:
         spec = json.load(f)
+    workdir = os.path.dirname(src)
     for m in spec.get("mounts", []):
         if m.get("source", "").startswith(src):
             m["source"] = dst + m["source"][len(src):]
+        elif m.get("source", "").startswith(workdir + "/"):
+            # The helper's report file sits beside the bundle and goes
+            # with the run: a fresh one, which raw runsc's uid 0 (not
+            # nsbox's id mapping) may write.
+            fresh = os.path.join(work, os.path.basename(m["source"]))
+            with open(fresh, "wb"):
+                pass
+            os.chmod(fresh, 0o666)
+            m["source"] = fresh
+    p.wait()
     # The sleeping job's command was python3 -; so is the benchmark's.
     with open(os.path.join(dst, "config.json"), "w") as f:
         json.dump(spec, f)
