@@ -332,13 +332,8 @@ MODE_TEST (limits, a_pids_limit_of_3_holds_one_child_or_is_refused, .timeout = 3
             "print('forked', n, flush=True)\n"
             "os._exit(0)\n",
             args, &out);
-  if (harness_is_runsc ())
-    {
-      const char *const needles[] = { "pids-limit 3", "runsc", NULL };
-      assert_refused (&out, needles);
-    }
-  else
-    assert_prints (&out, "forked 1\n");
+  const char *const needles[] = { "pids-limit 3", "runsc", NULL };
+  assert_refused_by_runsc_else_prints (&out, needles, "forked 1\n");
   run_out_free (&out);
 }
 

@@ -510,13 +510,8 @@ MODE_TEST (process, the_program_cannot_write_the_runsc_setup_report, .timeout = 
   run_out_free (&out);
   const char *const as_root[] = { "--user", "0:0", NULL };
   run_mode (*mode, forge_report, as_root, &out);
-  if (harness_is_runsc ())
-    {
-      const char *const needles[] = { "user 0", "runsc", NULL };
-      assert_refused (&out, needles);
-    }
-  else
-    assert_prints (&out, "absent\n");
+  const char *const needles[] = { "user 0", "runsc", NULL };
+  assert_refused_by_runsc_else_prints (&out, needles, "absent\n");
   run_out_free (&out);
 }
 

@@ -1022,6 +1022,16 @@ assert_refused (struct run_out *out, const char *const *needles)
 }
 
 void
+assert_refused_by_runsc_else_prints (struct run_out *out, const char *const *needles,
+                                     const char *expected)
+{
+  if (harness_is_runsc ())
+    assert_refused (out, needles);
+  else
+    assert_prints (out, expected);
+}
+
+void
 make_run_tag (char *buf, size_t size)
 {
   static unsigned counter;

@@ -189,6 +189,10 @@ void assert_prints (struct run_out *out, const char *expected);
 /* nsbox refused: exit 125, no stdout, exactly one stderr line "nsbox: ..."
  * containing every NULL-terminated needle. */
 void assert_refused (struct run_out *out, const char *const *needles);
+/* What runsc refuses and the native runtime runs: under runsc
+ * assert_refused with the needles, natively assert_prints `expected`. */
+void assert_refused_by_runsc_else_prints (struct run_out *out, const char *const *needles,
+                                          const char *expected);
 
 /* A "NAME=VALUE" environment entry unique to this run, to find the
  * sandbox's processes on the host through /proc/PID/environ. */
