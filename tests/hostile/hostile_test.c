@@ -878,14 +878,9 @@ start_ticks (const char *pid)
 {
   char path[320], buf[1024];
   snprintf (path, sizeof path, "/proc/%s/stat", pid);
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  size_t n;
+  if (!read_whole (path, buf, sizeof buf, &n) || n == 0)
     return 0;
-  ssize_t n = read (fd, buf, sizeof buf - 1);
-  close (fd);
-  if (n <= 0)
-    return 0;
-  buf[n] = '\0';
   char *p = strrchr (buf, ')');
   for (int field = 2; p && field < 22; field++)
     p = strchr (p + 1, ' ');

@@ -612,14 +612,9 @@ static long
 own_rss_kb (void)
 {
   char buf[4096];
-  int fd = open ("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  size_t n;
+  if (!read_whole ("/proc/self/status", buf, sizeof buf, &n))
     return 0;
-  ssize_t n = read (fd, buf, sizeof buf - 1);
-  close (fd);
-  if (n <= 0)
-    return 0;
-  buf[n] = '\0';
   const char *p = strstr (buf, "\nVmRSS:");
   return p ? strtol (p + 7, NULL, 10) : 0;
 }
@@ -1104,7 +1099,7 @@ open_inheritable (const char *path)
   return fd;
 }
 
-static bool
+bool
 read_whole (const char *path, char *buf, size_t size, size_t *len)
 {
   int fd = open (path, O_RDONLY | O_CLOEXEC);

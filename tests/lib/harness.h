@@ -278,6 +278,9 @@ void assert_limit_mechanisms (struct run_out *out);
 /* The PID namespace of /proc/PID ("self" too) as its link text, e.g.
  * "pid:[4026531836]"; false when it cannot be read. */
 bool read_pid_ns (const char *pid, char *ns, size_t size);
+/* Reads up to size - 1 bytes of path into buf, NUL-terminated, the
+ * length in *len; false when it cannot be opened. */
+bool read_whole (const char *path, char *buf, size_t size, size_t *len);
 
 struct task_watch;
 struct task_watch *task_watch_start (const char *tag);
