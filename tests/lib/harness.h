@@ -271,7 +271,7 @@ void assert_limit_mechanisms (struct run_out *out);
 /* Counts, from the host, the tasks (threads included) of one native
  * sandbox while it runs: every task in the PID namespace of the process of
  * host uid sandbox_host_uid () whose environment holds `tag` (make_run_tag,
- * given with --env), the sandbox's init included. A thread polls until
+ * given with --env), the sandbox's init included. A process polls until
  * task_watch_stop, which returns the most tasks seen at once (0 when the
  * sandbox was never seen) and describes that moment in desc. gVisor's
  * tasks are not host tasks: under runsc the watch sees none. */
