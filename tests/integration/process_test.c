@@ -246,23 +246,32 @@ Test (process, no_runsc_process_survives_a_timeout, .timeout = 60)
 
 /* The launcher itself killed: runsc's init dies with it (parent-death
  * signal), and the kernel empties its PID namespace. */
+/* Starts a long runsc run, waits for runsc, gofer and sentry, kills the
+ * launcher with SIGKILL and waits for it (its end in out): no runsc process
+ * may outlive it. */
+static void
+kill_runsc_launcher_mid_run (struct run_job *job, struct run_out *out)
+{
+  const char *const args[] = { "--runtime", "runsc", "--timeout", "30s", NULL };
+  const char *code = "import time\ntime.sleep(60)\n";
+  run_cli_spawn (args, true, job);
+  run_job_feed (job, code, strlen (code));
+  char desc[1024];
+  int seen = wait_runsc_processes (job->pid, 3, 10000, desc, sizeof desc);
+  cr_assert (seen >= 3, "runsc, gofer and sentry not all seen (%d: %s)", seen, desc);
+  kill (job->pid, SIGKILL);
+  run_cli_wait (job, NULL, 0, out);
+  int left = wait_runsc_processes (job->pid, 0, 5000, desc, sizeof desc);
+  RUN_ASSERT (out, left == 0, "%d runsc process(es) outlived the killed launcher: %s", left, desc);
+}
+
 Test (process, no_runsc_process_survives_a_killed_launcher, .timeout = 60)
 {
   NSBOX_SKIP_UNLESS (runsc_installed (), "no runsc binary (apt-get install runsc)");
-  const char *const args[] = { "--runtime", "runsc", "--timeout", "30s", NULL };
-  const char *code = "import time\ntime.sleep(60)\n";
   struct run_job job;
-  run_cli_spawn (args, true, &job);
-  run_job_feed (&job, code, strlen (code));
-  char desc[1024];
-  int seen = wait_runsc_processes (job.pid, 3, 10000, desc, sizeof desc);
-  cr_assert (seen >= 3, "runsc, gofer and sentry not all seen (%d: %s)", seen, desc);
-  kill (job.pid, SIGKILL);
   struct run_out out;
-  run_cli_wait (&job, NULL, 0, &out);
+  kill_runsc_launcher_mid_run (&job, &out);
   RUN_ASSERT (&out, out.term_signal == SIGKILL, "expected the launcher killed by SIGKILL");
-  int left = wait_runsc_processes (job.pid, 0, 5000, desc, sizeof desc);
-  RUN_ASSERT (&out, left == 0, "%d runsc process(es) outlived the killed launcher: %s", left, desc);
   run_out_free (&out);
 }
 
@@ -309,20 +318,10 @@ Test (process, the_next_runsc_run_removes_a_killed_launcher_s_work_dir, .timeout
   char *base = make_public_dir ();
   cr_assert (chown (base, uid, gid) == 0, "chown '%s': %s", base, strerror (errno));
   cr_assert (setenv ("TMPDIR", base, 1) == 0);
-  const char *const args[] = { "--runtime", "runsc", "--timeout", "30s", NULL };
-  const char *code = "import time\ntime.sleep(60)\n";
   struct run_job job;
-  run_cli_spawn (args, true, &job);
-  run_job_feed (&job, code, strlen (code));
-  char desc[1024];
-  int seen = wait_runsc_processes (job.pid, 3, (int)harness_scaled (10000), desc, sizeof desc);
-  cr_assert (seen >= 3, "runsc, gofer and sentry not all seen (%d: %s)", seen, desc);
-  kill (job.pid, SIGKILL);
   struct run_out killed;
-  run_cli_wait (&job, NULL, 0, &killed);
+  kill_runsc_launcher_mid_run (&job, &killed);
   run_out_free (&killed);
-  cr_assert (wait_runsc_processes (job.pid, 0, (int)harness_scaled (5000), desc, sizeof desc) == 0,
-             "runsc processes outlived the killed launcher: %s", desc);
 
   char prefix[64], path[4096];
   snprintf (prefix, sizeof prefix, "nsbox-runsc-%d-", (int)job.pid);
