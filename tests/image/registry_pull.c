@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "image_helpers.h"
 #include "pull.h"
 #include "servers.h"
 #include "registry.h"
@@ -396,11 +397,24 @@ Test (registry_pull, killed_pull_resumes_with_a_range_request, .timeout = 90)
   free (slow_ref);
 }
 
-static const char *
-image_tool (void)
+/* Everything pid writes on the terminal whose master is `master`, until
+ * it hangs up, NUL-terminated in out; returns pid's wait status. */
+static int
+read_pty_to_end (int master, pid_t pid, char *out, size_t size)
 {
-  const char *bin = getenv ("NSBOX_IMAGE_BIN");
-  return bin && *bin ? bin : "build/nsbox-image";
+  size_t len = 0;
+  for (;;)
+    {
+      ssize_t n = read (master, out + len, size - 1 - len);
+      if (n <= 0)
+        break;
+      len += (size_t)n;
+    }
+  out[len] = '\0';
+  int status;
+  waitpid (pid, &status, 0);
+  close (master);
+  return status;
 }
 
 /* nsbox-image draws the bar, from the library's progress reports. */
@@ -415,22 +429,11 @@ Test (registry_pull, progress_bar_is_drawn_on_a_terminal, .timeout = 60)
   cr_assert (pid >= 0, "forkpty: %s", strerror (errno));
   if (pid == 0)
     {
-      execl (image_tool (), "nsbox-image", "--store", root, "pull", ref, (char *)NULL);
+      execl (image_bin (), "nsbox-image", "--store", root, "pull", ref, (char *)NULL);
       _exit (127);
     }
   char out[65536];
-  size_t len = 0;
-  for (;;)
-    {
-      ssize_t n = read (master, out + len, sizeof out - 1 - len);
-      if (n <= 0)
-        break;
-      len += (size_t)n;
-    }
-  out[len] = '\0';
-  int status;
-  waitpid (pid, &status, 0);
-  close (master);
+  int status = read_pty_to_end (master, pid, out, sizeof out);
   cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "pull failed: %s", out);
   cr_assert (strstr (out, ref) && strstr (out, "MB") && strstr (out, "[#####"),
              "no progress bar in: %s", out);
@@ -480,18 +483,7 @@ Test (registry_pull, progress_is_reported_never_printed, .timeout = 60)
       _exit (r < 0 ? 1 : 0);
     }
   char out[65536];
-  size_t len = 0;
-  for (;;)
-    {
-      ssize_t n = read (master, out + len, sizeof out - 1 - len);
-      if (n <= 0)
-        break;
-      len += (size_t)n;
-    }
-  out[len] = '\0';
-  int status;
-  waitpid (pid, &status, 0);
-  close (master);
+  int status = read_pty_to_end (master, pid, out, sizeof out);
   cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "pull failed: %s", out);
   unsigned long long calls = 0, done = 0, total = 0, finals = 0;
   int backwards = 1;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "image_helpers.h"
 #include "nsbox.h"
 #include "servers.h"
 
@@ -76,20 +77,6 @@ Test (registry_run, nsbox_runs_python_from_an_image_pulled_off_a_local_registry,
   cr_assert_eq (log_count (proxy.log, "GET", "/blobs/"), blob_gets);
 }
 
-static const char *
-image_bin (void)
-{
-  const char *bin = getenv ("NSBOX_IMAGE_BIN");
-  return bin && *bin ? bin : "build/nsbox-image";
-}
-
-static const char *
-nsbox_bin (void)
-{
-  const char *bin = getenv ("NSBOX_BIN");
-  return bin && *bin ? bin : "build/nsbox";
-}
-
 static void
 sleep_ms (int ms)
 {
@@ -135,7 +122,7 @@ Test (registry_run, gc_cannot_remove_the_tree_between_resolve_and_run, .timeout 
             "exit $rc\n"
             "EOF\n"
             "chmod 755 '%s/nsbox-image'",
-            nsbox_bin (), dir, dir, image_bin (), mark, done, dir);
+            harness_nsbox_bin (), dir, dir, image_bin (), mark, done, dir);
   cr_assert_eq (system (cmd), 0);
 
   snprintf (cmd, sizeof cmd,
