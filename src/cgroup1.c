@@ -137,6 +137,18 @@ cgroup1_attach (struct nsbox_limits *l, const struct nsbox_config *c, struct nsb
   return open_tasks (l, plan, err);
 }
 
+static bool
+cgroup1_cpu_usec (struct nsbox_limits *l, uint64_t *usec)
+{
+  const char *acct
+      = l->v1_dir[NSBOX_V1_CPUACCT] ? l->v1_dir[NSBOX_V1_CPUACCT] : l->v1_dir[NSBOX_V1_CPU];
+  uint64_t ns = 0;
+  if (!acct || !nsbox_cgroup_read_number (acct, "cpuacct.usage", &ns))
+    return false;
+  *usec = ns / 1000;
+  return true;
+}
+
 static void
 cgroup1_collect (struct nsbox_limits *l, struct nsbox_result *res)
 {
@@ -149,10 +161,8 @@ cgroup1_collect (struct nsbox_limits *l, struct nsbox_result *res)
       if (nsbox_cgroup_read_keyed (mem, "memory.oom_control", "oom_kill", &v) && v > 0)
         res->oom_killed = true;
     }
-  const char *acct
-      = l->v1_dir[NSBOX_V1_CPUACCT] ? l->v1_dir[NSBOX_V1_CPUACCT] : l->v1_dir[NSBOX_V1_CPU];
-  if (acct && nsbox_cgroup_read_number (acct, "cpuacct.usage", &v))
-    res->cpu_ms = v / 1000000;
+  if (cgroup1_cpu_usec (l, &v))
+    res->cpu_ms = v / 1000;
 }
 
 static void
@@ -173,6 +183,7 @@ const struct nsbox_limits_ops nsbox_cgroup1_ops = {
   .prepare = cgroup1_prepare,
   .attach = cgroup1_attach,
   .collect = cgroup1_collect,
+  .cpu_usec = cgroup1_cpu_usec,
   .release = cgroup1_release,
 };
 

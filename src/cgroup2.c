@@ -248,6 +248,12 @@ cgroup2_kill (struct nsbox_limits *l)
   return l->v2_dir && nsbox_cgroup_write (l->v2_dir, "cgroup.kill", "1") == 0;
 }
 
+static bool
+cgroup2_cpu_usec (struct nsbox_limits *l, uint64_t *usec)
+{
+  return l->v2_dir && nsbox_cgroup_read_keyed (l->v2_dir, "cpu.stat", "usage_usec", usec);
+}
+
 static void
 cgroup2_collect (struct nsbox_limits *l, struct nsbox_result *res)
 {
@@ -258,7 +264,7 @@ cgroup2_collect (struct nsbox_limits *l, struct nsbox_result *res)
     res->memory_peak_bytes = v;
   if (nsbox_cgroup_read_keyed (l->v2_dir, "memory.events", "oom_kill", &v) && v > 0)
     res->oom_killed = true;
-  if (nsbox_cgroup_read_keyed (l->v2_dir, "cpu.stat", "usage_usec", &v))
+  if (cgroup2_cpu_usec (l, &v))
     res->cpu_ms = v / 1000;
 }
 
@@ -276,5 +282,6 @@ const struct nsbox_limits_ops nsbox_cgroup2_ops = {
   .prepare = cgroup2_prepare,
   .kill = cgroup2_kill,
   .collect = cgroup2_collect,
+  .cpu_usec = cgroup2_cpu_usec,
   .release = cgroup2_release,
 };

@@ -59,6 +59,9 @@ struct nsbox_limits_ops
   bool (*kill) (struct nsbox_limits *l);
   /* Peak memory, OOM kills and CPU time into the result. */
   void (*collect) (struct nsbox_limits *l, struct nsbox_result *res);
+  /* CPU time used so far by the run cgroup, in microseconds; false when it
+   * measures none. */
+  bool (*cpu_usec) (struct nsbox_limits *l, uint64_t *usec);
   void (*release) (struct nsbox_limits *l);
 };
 
@@ -95,6 +98,10 @@ bool nsbox_limits_kill (struct nsbox_limits *limits) NSBOX_INTERNAL;
 
 /* Reads peak memory, OOM kills and CPU time into the result. */
 void nsbox_limits_collect (struct nsbox_limits *limits, struct nsbox_result *result) NSBOX_INTERNAL;
+
+/* CPU time used so far by the run cgroup, in microseconds; false when no
+ * cgroup measures it. */
+bool nsbox_limits_cpu_usec (struct nsbox_limits *limits, uint64_t *usec) NSBOX_INTERNAL;
 
 /* Removes the run cgroups and frees everything. Safe after
  * nsbox_limits_init. */

@@ -90,6 +90,15 @@ nsbox_limits_collect (struct nsbox_limits *l, struct nsbox_result *res)
       backends[i]->collect (l, res);
 }
 
+bool
+nsbox_limits_cpu_usec (struct nsbox_limits *l, uint64_t *usec)
+{
+  for (size_t i = 0; i < ARRAY_SIZE (backends); i++)
+    if (backends[i]->cpu_usec && backends[i]->cpu_usec (l, usec))
+      return true;
+  return false;
+}
+
 void
 nsbox_limits_close_tasks (struct nsbox_limits *l, struct nsbox_plan *plan)
 {

@@ -1,5 +1,6 @@
-/* nsbox_run: prepares the plan of one native run, starts the sandbox,
- * supervises it and collects the result. */
+/* nsbox_run and the launch behind it: prepares the plan of one run, starts
+ * the sandbox (native, or runsc through runsc.c) with its program waiting
+ * on stdin, then supervises it with the code and collects the result. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -9,14 +10,18 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/capability.h>
+#include <dirent.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "error.h"
 #include "image.h"
+#include "launch.h"
 #include "limit.h"
 #include "result.h"
 #include "runsc.h"
@@ -32,7 +37,7 @@ static const char *const base_env[] = {
   "LANG=C.UTF-8",
 };
 
-struct run
+struct nsbox_launch
 {
   struct nsbox_plan plan;
   struct nsbox_limits limits;
@@ -41,10 +46,17 @@ struct run
   struct nsbox_image image; /* held while the image runs: no gc under it */
   bool own_bpf;
   struct nsbox_pipes pipes;
+  enum nsbox_runtime runtime;
+  struct nsbox_runsc_job *job; /* runsc */
+  struct nsbox_child child;
+  struct nsbox_streams streams;
+  pid_t program;                             /* native: the program's host pid, once found */
+  uint64_t quiet_since_usec, quiet_cpu_usec; /* runsc: CPU time standing still */
+  bool waiting; /* runsc: was seen waiting once (gVisor's own timers use some CPU later) */
 };
 
 static void
-run_release (struct run *r)
+launch_release (struct nsbox_launch *r)
 {
   nsbox_limits_release (&r->limits);
   if (r->own_bpf)
@@ -58,10 +70,11 @@ run_release (struct run *r)
   free (r->envp);
   nsbox_image_release (&r->image);
   nsbox_pipes_close (&r->pipes);
+  free (r);
 }
 
 static int
-check_rootfs (struct run *r, const char *rootfs, struct nsbox_error **err)
+check_rootfs (struct nsbox_launch *r, const char *rootfs, struct nsbox_error **err)
 {
   r->rootfs = realpath (rootfs, NULL);
   if (!r->rootfs)
@@ -100,7 +113,7 @@ env_overridden (const struct nsbox_config *c, const char *entry)
 /* The image's environment (or, for a bare rootfs, PATH and LANG) plus the
  * configured one; nothing from the host, ever. */
 static int
-build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
+build_env (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox_error **err)
 {
   const char *const *base = base_env;
   size_t nbase = ARRAY_SIZE (base_env);
@@ -134,7 +147,7 @@ build_env (struct run *r, const struct nsbox_config *c, struct nsbox_error **err
 
 /* The built-in policy was compiled to BPF at build time. */
 static int
-prepare_filter (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
+prepare_filter (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox_error **err)
 {
   if (c->seccomp_policy)
     {
@@ -179,7 +192,7 @@ locate_launcher_strings (struct nsbox_plan *plan)
 }
 
 static int
-prepare_plan (struct run *r, const struct nsbox_config *c, struct nsbox_error **err)
+prepare_plan (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox_error **err)
 {
   int ret = 0;
   /* `image`: resolved through the store, pulled per `pull`. */
@@ -222,8 +235,7 @@ static void __attribute__ ((noreturn)) native_init (void *plan) { nsbox_child_ma
 /* The cgroup v1 groups are made while the child builds its mounts (both
  * take a while; the child joins them before it forks the program). */
 static int
-execute (struct run *r, const nsbox_config *c, const nsbox_config *limits_c, const char *code,
-         size_t code_len, struct nsbox_result *res, struct nsbox_error **err)
+start_native (struct nsbox_launch *r, const nsbox_config *limits_c, struct nsbox_error **err)
 {
   int ret = nsbox_pipes_open (&r->pipes, err);
   if (ret < 0)
@@ -246,23 +258,253 @@ execute (struct run *r, const nsbox_config *c, const nsbox_config *limits_c, con
     .caller_undumpable = r->plan.caller_undumpable,
     .pipes = &r->pipes,
   };
-  struct nsbox_child child = { -1, -1 };
-  if ((ret = nsbox_spawn (&spawn, &child, err)) < 0)
+  if ((ret = nsbox_spawn (&spawn, &r->child, err)) < 0)
     return ret;
   nsbox_pipes_close_child_ends (&r->pipes);
   cleanup_close int sync_fd = TAKE_FD (r->pipes.fds[2 * NSBOX_CHANNEL_SYNC + 1]);
   if ((ret = nsbox_limits_attach (&r->limits, limits_c, &r->plan, err)) < 0
       || (ret = nsbox_spawn_send_limits (sync_fd, &r->plan, err)) < 0)
     {
-      nsbox_spawn_abort (&child);
+      nsbox_spawn_abort (&r->child);
       return ret;
     }
   nsbox_limits_close_tasks (&r->limits, &r->plan);
-  struct nsbox_streams streams = nsbox_pipes_take_streams (&r->pipes);
-  ret = nsbox_supervise (&child, &streams, &r->limits, code, code_len, c->timeout_ms,
-                         c->max_output_bytes, res, err);
-  nsbox_limits_collect (&r->limits, res);
+  r->streams = nsbox_pipes_take_streams (&r->pipes);
+  return 0;
+}
+
+static void
+close_streams (struct nsbox_streams *s)
+{
+  int *fds[] = { &s->stdin_fd, &s->stdout_fd, &s->stderr_fd, &s->report_fd };
+  for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
+    if (*fds[i] >= 0)
+      close (TAKE_FD (*fds[i]));
+}
+
+int
+nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsbox_error **err)
+{
+  int ret = check_caller (err);
+  if (ret < 0)
+    return ret;
+  struct nsbox_launch *r = calloc (1, sizeof *r);
+  if (!r)
+    return nsbox_error_oom (err);
+  r->image.lock_fd = -1;
+  r->child = (struct nsbox_child){ -1, -1 };
+  r->streams = (struct nsbox_streams){ -1, -1, -1, -1 };
+  nsbox_limits_init (&r->limits);
+  nsbox_pipes_init (&r->pipes);
+  r->runtime = c->runtime;
+  if (r->runtime == NSBOX_RUNTIME_AUTO)
+    r->runtime = nsbox_runsc_usable (c) ? NSBOX_RUNTIME_RUNSC : NSBOX_RUNTIME_NATIVE;
+  struct nsbox_config limits_view = *c;
+  if (r->runtime == NSBOX_RUNTIME_RUNSC)
+    nsbox_runsc_host_limits (&limits_view);
+  ret = prepare_plan (r, &limits_view, err);
+  if (ret >= 0 && r->runtime == NSBOX_RUNTIME_RUNSC
+      && (ret = nsbox_limits_attach (&r->limits, &limits_view, &r->plan, err)) >= 0)
+    ret = nsbox_runsc_start (&r->plan, &r->limits, c, &r->job, &r->child, &r->streams, err);
+  else if (ret >= 0 && r->runtime != NSBOX_RUNTIME_RUNSC)
+    ret = start_native (r, &limits_view, err);
+  if (ret < 0)
+    {
+      launch_release (r);
+      return ret;
+    }
+  *out = r;
+  return 0;
+}
+
+int
+nsbox_launch_finish (struct nsbox_launch *r, const char *code, size_t code_len, uint64_t timeout_ms,
+                     uint64_t max_output_bytes, struct nsbox_result *res, struct nsbox_error **err)
+{
+  int ret;
+  if (r->job)
+    ret = nsbox_runsc_finish (TAKE_PTR (r->job), &r->child, &r->streams, &r->limits, code, code_len,
+                              timeout_ms, max_output_bytes, res, err);
+  else
+    {
+      ret = nsbox_supervise (&r->child, &r->streams, &r->limits, code, code_len, timeout_ms,
+                             max_output_bytes, res, err);
+      nsbox_limits_collect (&r->limits, res);
+    }
+  for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
+    res->limits[i] = r->limits.mech[i];
+  res->runtime = nsbox_launch_runtime (r);
+  launch_release (r);
   return ret;
+}
+
+void
+nsbox_launch_destroy (struct nsbox_launch *r)
+{
+  if (!r)
+    return;
+  /* cgroup.kill where there is one; else the kill of init (PID 1 of its
+   * namespace) in nsbox_spawn_abort takes the rest. */
+  nsbox_limits_kill (&r->limits);
+  close_streams (&r->streams);
+  nsbox_spawn_abort (&r->child);
+  if (r->job)
+    nsbox_runsc_discard (TAKE_PTR (r->job));
+  launch_release (r);
+}
+
+const char *
+nsbox_launch_runtime (const struct nsbox_launch *r)
+{
+  return r->runtime == NSBOX_RUNTIME_RUNSC ? "runsc" : "native";
+}
+
+/* ---- what an idle sandbox is doing, seen from the host ---- */
+
+static bool
+read_small (const char *path, char *buf, size_t size)
+{
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t n = read (fd, buf, size - 1);
+  if (n < 0)
+    return false;
+  buf[n] = '\0';
+  return true;
+}
+
+/* utime, stime, cutime and cstime of one process, in clock ticks. */
+static uint64_t
+process_ticks (pid_t pid)
+{
+  char path[64], buf[1024];
+  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
+  if (!read_small (path, buf, sizeof buf))
+    return 0;
+  char *p = strrchr (buf, ')');
+  if (!p)
+    return 0;
+  uint64_t sum = 0;
+  int field = 2;
+  char *save = NULL;
+  for (char *tok = strtok_r (p + 1, " ", &save); tok; tok = strtok_r (NULL, " ", &save))
+    if (++field >= 14 && field <= 17)
+      sum += strtoull (tok, NULL, 10);
+  return sum;
+}
+
+/* The processes of the tree under `pid`, children of every thread, at most
+ * `budget` of them: their CPU ticks summed. */
+static uint64_t
+tree_ticks (pid_t pid, int *budget)
+{
+  if ((*budget)-- <= 0)
+    return 0;
+  uint64_t sum = process_ticks (pid);
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir (path);
+  if (!d)
+    return sum;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      if (e->d_name[0] == '.')
+        continue;
+      char cpath[320], buf[4096];
+      snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
+      if (!read_small (cpath, buf, sizeof buf))
+        continue;
+      char *save = NULL;
+      for (char *tok = strtok_r (buf, " \n", &save); tok; tok = strtok_r (NULL, " \n", &save))
+        sum += tree_ticks ((pid_t)strtol (tok, NULL, 10), budget);
+    }
+  closedir (d);
+  return sum;
+}
+
+uint64_t
+nsbox_launch_cpu_usec (struct nsbox_launch *r)
+{
+  uint64_t usec;
+  if (nsbox_limits_cpu_usec (&r->limits, &usec))
+    return usec;
+  long hz = sysconf (_SC_CLK_TCK);
+  if (r->child.pid <= 0 || hz <= 0)
+    return UINT64_MAX;
+  int budget = 4096;
+  return tree_ticks (r->child.pid, &budget) * (1000000 / (uint64_t)hz);
+}
+
+/* Native: the one child of init is the program. */
+static pid_t
+find_program (pid_t init)
+{
+  char path[64], buf[64];
+  snprintf (path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
+  if (!read_small (path, buf, sizeof buf))
+    return -1;
+  char *end;
+  long pid = strtol (buf, &end, 10);
+  if (end == buf || pid <= 0 || (*end != ' ' && *end != '\0') || strchr (end + 1, ' '))
+    return -1;
+  return (pid_t)pid;
+}
+
+/* Whether the program sits in read(0, ...): /proc/PID/syscall is
+ * "NR ARG0 ..." while it blocks in a system call. */
+static bool
+program_reads_stdin (pid_t pid)
+{
+  char path[64], buf[256];
+  snprintf (path, sizeof path, "/proc/%d/syscall", (int)pid);
+  if (!read_small (path, buf, sizeof buf))
+    return false;
+  char *end;
+  long nr = strtol (buf, &end, 10);
+  return end != buf && nr == SYS_read && strncmp (end, " 0x0 ", 5) == 0;
+}
+
+/* How long runsc's processes must use no CPU before the program inside
+ * gVisor counts as waiting on its stdin, and how much counts as none. */
+#define RUNSC_QUIET_USEC 30000
+#define RUNSC_QUIET_TOLERANCE_USEC 1500
+
+enum nsbox_launch_state
+nsbox_launch_probe (struct nsbox_launch *r)
+{
+  struct pollfd p[4] = {
+    { r->child.pidfd, POLLIN, 0 },
+    { r->streams.report_fd, POLLIN, 0 },
+    { r->streams.stdout_fd, POLLIN, 0 },
+    { r->streams.stderr_fd, POLLIN, 0 },
+  };
+  int n = r->child.pidfd < 0 ? 1 : poll (p, ARRAY_SIZE (p), 0);
+  if (n < 0 && errno == EINTR)
+    return NSBOX_LAUNCH_STARTING;
+  if (n != 0)
+    return NSBOX_LAUNCH_BROKEN;
+  if (!r->job)
+    {
+      if (r->program <= 0)
+        r->program = find_program (r->child.pid);
+      return r->program > 0 && program_reads_stdin (r->program) ? NSBOX_LAUNCH_WAITING
+                                                                : NSBOX_LAUNCH_STARTING;
+    }
+  if (r->waiting)
+    return NSBOX_LAUNCH_WAITING;
+  if (!nsbox_runsc_helper_started (r->job))
+    return NSBOX_LAUNCH_STARTING;
+  uint64_t now = nsbox_now_ms () * 1000, cpu = nsbox_launch_cpu_usec (r);
+  if (r->quiet_since_usec == 0 || cpu - r->quiet_cpu_usec > RUNSC_QUIET_TOLERANCE_USEC)
+    {
+      r->quiet_since_usec = now;
+      r->quiet_cpu_usec = cpu;
+      return NSBOX_LAUNCH_STARTING;
+    }
+  r->waiting = now - r->quiet_since_usec >= RUNSC_QUIET_USEC;
+  return r->waiting ? NSBOX_LAUNCH_WAITING : NSBOX_LAUNCH_STARTING;
 }
 
 int
@@ -271,33 +513,14 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
 {
   if (!c || !out || (!code && code_len))
     return nsbox_error_set (err, EINVAL, "nsbox_run: invalid arguments");
-  int ret = check_caller (err);
-  if (ret < 0)
-    return ret;
-  struct run r;
-  memset (&r, 0, sizeof r);
-  r.image.lock_fd = -1;
-  nsbox_limits_init (&r.limits);
-  nsbox_pipes_init (&r.pipes);
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);
-  enum nsbox_runtime runtime = c->runtime;
-  if (runtime == NSBOX_RUNTIME_AUTO)
-    runtime = nsbox_runsc_usable (c) ? NSBOX_RUNTIME_RUNSC : NSBOX_RUNTIME_NATIVE;
-  struct nsbox_config limits_view = *c;
-  if (runtime == NSBOX_RUNTIME_RUNSC)
-    nsbox_runsc_host_limits (&limits_view);
-  ret = prepare_plan (&r, &limits_view, err);
-  if (ret >= 0 && runtime == NSBOX_RUNTIME_RUNSC
-      && (ret = nsbox_limits_attach (&r.limits, &limits_view, &r.plan, err)) >= 0)
-    ret = nsbox_runsc_execute (&r.plan, &r.limits, c, code, code_len, res, err);
-  else if (ret >= 0 && runtime != NSBOX_RUNTIME_RUNSC)
-    ret = execute (&r, c, &limits_view, code, code_len, res, err);
-  for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
-    res->limits[i] = r.limits.mech[i];
-  res->runtime = runtime == NSBOX_RUNTIME_RUNSC ? "runsc" : "native";
-  run_release (&r);
+  struct nsbox_launch *launch = NULL;
+  int ret = nsbox_launch_start (c, &launch, err);
+  if (ret >= 0)
+    ret = nsbox_launch_finish (launch, code, code_len, c->timeout_ms, c->max_output_bytes, res,
+                               err);
   if (ret < 0)
     {
       nsbox_result_free (res);

@@ -58,7 +58,7 @@ static const char *const default_runsc_dirs[]
 #define ARGV_ROOT 4
 
 /* Everything the init child needs, prepared before clone. */
-struct runsc_job
+struct nsbox_runsc_job
 {
   char *runsc; /* absolute path of the runsc binary */
   struct nsbox_runsc_bundle bundle;
@@ -78,7 +78,7 @@ struct runsc_job
 
 static void __attribute__ ((noreturn)) init_main (void *arg)
 {
-  const struct runsc_job *job = arg;
+  const struct nsbox_runsc_job *job = arg;
   /* The tasks fds are in the launcher's numbering: before the prologue
    * closes them. */
   nsbox_child_set_report_fd (job->pipes.fds[2 * NSBOX_CHANNEL_REPORT]);
@@ -118,7 +118,7 @@ static void __attribute__ ((noreturn)) init_main (void *arg)
 /* ---- the launcher's side ---- */
 
 static int
-own (struct runsc_job *job, char *s)
+own (struct nsbox_runsc_job *job, char *s)
 {
   if (!s || job->n_owned >= ARRAY_SIZE (job->owned))
     {
@@ -191,7 +191,7 @@ nsbox_runsc_find (char **out, struct nsbox_error **err)
 }
 
 static int
-build_argv (struct runsc_job *job, struct nsbox_error **err)
+build_argv (struct nsbox_runsc_job *job, struct nsbox_error **err)
 {
   static atomic_uint counter;
   snprintf (job->id, sizeof job->id, "nsbox-%d-%u", (int)getpid (), atomic_fetch_add (&counter, 1));
@@ -283,7 +283,7 @@ read_runsc_error (const char *log)
  * with it, `runsc delete --force` cleans what it knows of in the state
  * directory before we remove the whole work directory. */
 static void
-force_delete (const struct runsc_job *job)
+force_delete (const struct nsbox_runsc_job *job)
 {
   pid_t pid = fork ();
   if (pid == 0)
@@ -320,7 +320,7 @@ struct helper_report
 };
 
 static void
-read_helper_report (const struct runsc_job *job, struct helper_report *out)
+read_helper_report (const struct nsbox_runsc_job *job, struct helper_report *out)
 {
   memset (out, 0, sizeof *out);
   cleanup_close int fd = open (job->bundle.report, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -343,7 +343,7 @@ read_helper_report (const struct runsc_job *job, struct helper_report *out)
  * file, which the program cannot write; nothing the program printed is
  * read. */
 static int
-conclude (const struct runsc_job *job, struct nsbox_result *res, struct nsbox_error **err)
+conclude (const struct nsbox_runsc_job *job, struct nsbox_result *res, struct nsbox_error **err)
 {
   if (res->timed_out)
     return 0;
@@ -374,7 +374,7 @@ conclude (const struct runsc_job *job, struct nsbox_result *res, struct nsbox_er
 }
 
 static void
-job_release (struct runsc_job *job)
+job_release (struct nsbox_runsc_job *job)
 {
   nsbox_runsc_bundle_remove (&job->bundle);
   free (job->runsc);
@@ -383,15 +383,34 @@ job_release (struct runsc_job *job)
   nsbox_pipes_close (&job->pipes);
 }
 
-static int
-execute_job (struct runsc_job *job, const struct nsbox_plan *plan, struct nsbox_limits *limits,
-             const struct nsbox_config *c, const char *code, size_t code_len,
-             struct nsbox_result *res, struct nsbox_error **err)
+static void
+job_free (struct nsbox_runsc_job *job)
 {
+  job_release (job);
+  free (job);
+}
+
+int
+nsbox_runsc_start (const struct nsbox_plan *plan, struct nsbox_limits *limits,
+                   const struct nsbox_config *c, struct nsbox_runsc_job **out,
+                   struct nsbox_child *child, struct nsbox_streams *streams,
+                   struct nsbox_error **err)
+{
+  struct nsbox_runsc_job *job = calloc (1, sizeof *job);
+  if (!job)
+    return nsbox_error_oom (err);
+  job->root = geteuid () == 0;
+  nsbox_pipes_init (&job->pipes);
+  /* The configured pids limit is gVisor's RLIMIT_NPROC; a host cgroup
+   * around runsc only bounds gVisor's own tasks. */
+  limits->mech[NSBOX_LIMIT_PIDS] = NSBOX_MECH_RLIMIT;
   int r = nsbox_runsc_find (&job->runsc, err);
   if (r < 0 || (r = nsbox_runsc_bundle_create (&job->bundle, plan, c, err)) < 0
       || (r = build_argv (job, err)) < 0 || (r = nsbox_pipes_open (&job->pipes, err)) < 0)
-    return r;
+    {
+      job_free (job);
+      return r;
+    }
   job->caller_undumpable = plan->caller_undumpable;
   job->v1_tasks_fds = plan->v1_tasks_fds;
   job->n_v1_tasks_fds = plan->n_v1_tasks_fds;
@@ -405,40 +424,49 @@ execute_job (struct runsc_job *job, const struct nsbox_plan *plan, struct nsbox_
     .caller_undumpable = job->caller_undumpable,
     .pipes = &job->pipes,
   };
-  struct nsbox_child child = { -1, -1 };
-  if ((r = nsbox_spawn (&spawn, &child, err)) < 0)
-    return nsbox_error_prefix (err, "runtime 'runsc'");
-  nsbox_pipes_close_child_ends (&job->pipes);
-  struct nsbox_streams streams = nsbox_pipes_take_streams (&job->pipes);
-  r = nsbox_supervise (&child, &streams, limits, code, code_len, c->timeout_ms, c->max_output_bytes,
-                       res, err);
-  nsbox_limits_collect (limits, res);
-  if (r < 0)
+  if ((r = nsbox_spawn (&spawn, child, err)) < 0)
     {
-      force_delete (job);
+      job_free (job);
       return nsbox_error_prefix (err, "runtime 'runsc'");
     }
-  r = conclude (job, res, err);
-  if (r < 0 || res->timed_out || res->oom_killed || res->exit_code == 128)
-    force_delete (job);
-  return r;
+  nsbox_pipes_close_child_ends (&job->pipes);
+  *streams = nsbox_pipes_take_streams (&job->pipes);
+  *out = job;
+  return 0;
+}
+
+bool
+nsbox_runsc_helper_started (const struct nsbox_runsc_job *job)
+{
+  struct helper_report report;
+  read_helper_report (job, &report);
+  return report.started && report.error.kind == 0;
 }
 
 int
-nsbox_runsc_execute (const struct nsbox_plan *plan, struct nsbox_limits *limits,
-                     const struct nsbox_config *c, const char *code, size_t code_len,
-                     struct nsbox_result *res, struct nsbox_error **err)
+nsbox_runsc_finish (struct nsbox_runsc_job *job, struct nsbox_child *child,
+                    struct nsbox_streams *streams, struct nsbox_limits *limits, const char *code,
+                    size_t code_len, uint64_t timeout_ms, uint64_t max_output_bytes,
+                    struct nsbox_result *res, struct nsbox_error **err)
 {
-  struct runsc_job job;
-  memset (&job, 0, sizeof job);
-  job.root = geteuid () == 0;
-  nsbox_pipes_init (&job.pipes);
-  int r = execute_job (&job, plan, limits, c, code, code_len, res, err);
-  job_release (&job);
-  /* The configured pids limit is gVisor's RLIMIT_NPROC; a host cgroup
-   * around runsc only bounds gVisor's own tasks. */
-  limits->mech[NSBOX_LIMIT_PIDS] = NSBOX_MECH_RLIMIT;
+  int r = nsbox_supervise (child, streams, limits, code, code_len, timeout_ms, max_output_bytes,
+                           res, err);
+  nsbox_limits_collect (limits, res);
+  if (r < 0)
+    r = nsbox_error_prefix (err, "runtime 'runsc'");
+  else
+    r = conclude (job, res, err);
+  if (r < 0 || res->timed_out || res->oom_killed || res->exit_code == 128)
+    force_delete (job);
+  job_free (job);
   return r;
+}
+
+void
+nsbox_runsc_discard (struct nsbox_runsc_job *job)
+{
+  force_delete (job);
+  job_free (job);
 }
 
 void

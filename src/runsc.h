@@ -11,6 +11,7 @@
 #include "limit.h"
 #include "result.h"
 #include "sandbox.h"
+#include "spawn.h"
 
 /* The configuration nsbox_limits_prepare sees for a runsc run: the pids
  * limit becomes a host-side backstop for gVisor's own threads and stub
@@ -18,13 +19,34 @@
  * number is enforced inside gVisor as RLIMIT_NPROC. */
 void nsbox_runsc_host_limits (struct nsbox_config *limits_view) NSBOX_INTERNAL;
 
-/* Runs the planned job under runsc. `plan` and `limits` come from the native
- * preparation (rootfs, environment, rlimits, run cgroups); the result's
- * limits are adjusted to what enforced them under gVisor. An unusable runsc
- * is an error (never a fallback). */
-int nsbox_runsc_execute (const struct nsbox_plan *plan, struct nsbox_limits *limits,
-                         const struct nsbox_config *config, const char *code, size_t code_len,
-                         struct nsbox_result *res, struct nsbox_error **err) NSBOX_INTERNAL;
+/* One runsc job between its start and its end. */
+struct nsbox_runsc_job;
+
+/* Starts the planned job under runsc: the bundle, then `runsc run` in its
+ * init, the program waiting for its stdin. `plan` and `limits` come from the
+ * native preparation (rootfs, environment, rlimits, run cgroups); the
+ * result's limits are adjusted to what enforced them under gVisor. An
+ * unusable runsc is an error (never a fallback). */
+int nsbox_runsc_start (const struct nsbox_plan *plan, struct nsbox_limits *limits,
+                       const struct nsbox_config *config, struct nsbox_runsc_job **job,
+                       struct nsbox_child *child, struct nsbox_streams *streams,
+                       struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* Whether the helper inside gVisor has started the program (its report
+ * file holds "started" and no failed step). */
+bool nsbox_runsc_helper_started (const struct nsbox_runsc_job *job) NSBOX_INTERNAL;
+
+/* Feeds the code, supervises (the timeout counted from now) and concludes;
+ * frees the job and removes its work directory. */
+int nsbox_runsc_finish (struct nsbox_runsc_job *job, struct nsbox_child *child,
+                        struct nsbox_streams *streams, struct nsbox_limits *limits,
+                        const char *code, size_t code_len, uint64_t timeout_ms,
+                        uint64_t max_output_bytes, struct nsbox_result *res,
+                        struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* After the child is killed and reaped: deletes what runsc left and frees
+ * the job. */
+void nsbox_runsc_discard (struct nsbox_runsc_job *job) NSBOX_INTERNAL;
 
 /* NSBOX_RUNSC, else `runsc` in the launcher's PATH, else the usual
  * directories: its absolute path in *path. */

@@ -117,7 +117,13 @@ self_check (const struct nsbox_config *c)
   if (!res)
     return false;
   struct nsbox_error *err = NULL;
-  int r = nsbox_runsc_execute (&plan, &none, &check_config, NULL, 0, res, &err);
+  struct nsbox_runsc_job *job = NULL;
+  struct nsbox_child child = { -1, -1 };
+  struct nsbox_streams streams;
+  int r = nsbox_runsc_start (&plan, &none, &check_config, &job, &child, &streams, &err);
+  if (r >= 0)
+    r = nsbox_runsc_finish (job, &child, &streams, &none, NULL, 0, check_config.timeout_ms,
+                            check_config.max_output_bytes, res, &err);
   bool ok = r >= 0 && !res->timed_out && res->exit_code == 0;
   nsbox_error_free (err);
   nsbox_result_free (res);
