@@ -111,6 +111,12 @@ nsbox_result_limit (const nsbox_result *result, enum nsbox_limit limit)
   return result->limits[limit];
 }
 
+bool
+nsbox_result_warm (const nsbox_result *result)
+{
+  return result && result->warm;
+}
+
 const char *
 nsbox_result_runtime (const nsbox_result *result)
 {
@@ -344,7 +350,8 @@ result_value (const nsbox_result *result)
       || object_add (object, "cpu_ms", counter_value (result->cpu_ms)) < 0
       || object_add (object, "memory_peak_bytes", counter_value (result->memory_peak_bytes)) < 0
       || object_add (object, "limits", limits_value (result)) < 0
-      || object_add (object, "runtime", runtime ? json_string (runtime) : json_null ()) < 0)
+      || object_add (object, "runtime", runtime ? json_string (runtime) : json_null ()) < 0
+      || object_add (object, "served", json_string (result->warm ? "warm" : "cold")) < 0)
     return NULL;
   return TAKE_PTR (object);
 }

@@ -26,6 +26,7 @@ struct nsbox_result
   uint64_t memory_peak_bytes;
   enum nsbox_mechanism limits[NSBOX_LIMIT_COUNT_];
   const char *runtime; /* static string */
+  bool warm;           /* served by a pooled sandbox started ahead of time */
 };
 
 /* Copies `len` bytes as valid UTF-8 into a new NUL-terminated buffer:

@@ -46,7 +46,7 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
       = { "exit_code",   "signal", "timed_out",         "oom_killed",
           "stdout",      "stderr", "stdout_truncated",  "stderr_truncated",
           "duration_ms", "cpu_ms", "memory_peak_bytes", "limits",
-          "runtime" };
+          "runtime",     "served" };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
   static const char *const mechanisms[] = { "none", "rlimit", "cgroup1", "cgroup2", "tmpfs" };
   struct run_out out;
@@ -98,6 +98,8 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
   RUN_ASSERT (&out, strcmp (run_json_limit (&out, "tmp"), "tmpfs") == 0, "limits.tmp is tmpfs");
   RUN_ASSERT (&out, strcmp (run_json_str (&out, "runtime", NULL), harness_runtime ()) == 0,
               "runtime is %s", harness_runtime ());
+  RUN_ASSERT (&out, strcmp (run_json_str (&out, "served", NULL), "cold") == 0,
+              "a run without a pool is served cold");
   run_out_free (&out);
 }
 

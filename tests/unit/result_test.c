@@ -99,7 +99,7 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
     "exit_code",   "signal", "timed_out",         "oom_killed",
     "stdout",      "stderr", "stdout_truncated",  "stderr_truncated",
     "duration_ms", "cpu_ms", "memory_peak_bytes", "limits",
-    "runtime",
+    "runtime",     "served",
   };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
 
@@ -117,6 +117,7 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
   result->limits[NSBOX_LIMIT_PIDS] = NSBOX_MECH_CGROUP1;
   result->limits[NSBOX_LIMIT_TMP] = NSBOX_MECH_TMPFS;
   result->runtime = "runsc";
+  result->warm = true;
 
   char *text = encode (result);
   nsbox_result_free (result);
@@ -147,6 +148,7 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
   cr_assert_eq (json_integer_value (json_object_get (root, "cpu_ms")), 567);
   cr_assert_eq (json_integer_value (json_object_get (root, "memory_peak_bytes")), 8388608);
   cr_assert_str_eq (json_string_value (json_object_get (root, "runtime")), "runsc");
+  cr_assert_str_eq (json_string_value (json_object_get (root, "served")), "warm");
 
   json_t *limits = json_object_get (root, "limits");
   cr_assert (json_is_object (limits));
