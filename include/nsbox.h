@@ -132,12 +132,67 @@ extern "C"
   /* "native" or "runsc". */
   NSBOX_EXPORT const char *nsbox_result_runtime (const nsbox_result *result);
 
+  /* Whether a pool served the run with a sandbox started ahead of time
+   * ("served": "warm" in the JSON) rather than one started for it ("cold":
+   * every nsbox_run, and a pooled run that found no entry ready). */
+  NSBOX_EXPORT bool nsbox_result_warm (const nsbox_result *result);
+
   /* "none", "rlimit", "cgroup1", "cgroup2", "tmpfs". */
   NSBOX_EXPORT const char *nsbox_mechanism_name (enum nsbox_mechanism mechanism);
 
   /* The result as one JSON object (see README.md); stdout and stderr are
    * converted to valid UTF-8, invalid bytes replaced by U+FFFD. Caller frees. */
   NSBOX_EXPORT char *nsbox_result_to_json (const nsbox_result *result, struct nsbox_error **err);
+
+  /* The warm pool: sandboxes started ahead of time, each used for exactly
+   * one run. An entry is a complete sandbox as nsbox_run builds it, its
+   * command started and blocked reading its stdin; nsbox_pool_run takes one,
+   * writes the code, closes stdin and supervises it like a cold run (the
+   * timeout counts from this call), then destroys it. Background threads
+   * refill the pool. An entry is never given a second run, never forked from
+   * a shared parent, and is discarded past its max age, when the image's
+   * rootfs or the seccomp policy file changes (checked every second), or when
+   * anything about it is unexpected (its init died, its program left its
+   * stdin read, wrote output or used CPU before dispatch). A pool with no
+   * entry ready serves the run cold; it never waits for one. */
+  typedef struct nsbox_pool nsbox_pool;
+  typedef struct nsbox_pool_options nsbox_pool_options;
+  typedef struct nsbox_run_options nsbox_run_options;
+
+  /* Pool options: "size" (entries kept started, 0 to 1024, default 2),
+   * "max-age" (an idle entry's life, default 5m), "refill-concurrency"
+   * (entries started at once, 1 to 64, default 1). */
+  NSBOX_EXPORT nsbox_pool_options *nsbox_pool_options_new (struct nsbox_error **err);
+  NSBOX_EXPORT int nsbox_pool_options_set (nsbox_pool_options *options, const char *key,
+                                           const char *value, struct nsbox_error **err);
+  NSBOX_EXPORT void nsbox_pool_options_free (nsbox_pool_options *options);
+
+  /* Copies `config` (later changes to it do not reach the pool), pulls its
+   * image once per its `pull` policy, and starts the refill threads. options
+   * may be NULL (the defaults). The entries live in threads of this
+   * process: a process that forks keeps them in the parent only. */
+  NSBOX_EXPORT int nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options,
+                                   nsbox_pool **pool, struct nsbox_error **err);
+
+  /* Per-run options for a pooled run: "timeout" and "max-output-bytes",
+   * which may only be lower than the pool's. Every other configuration key
+   * needs a different sandbox and is refused (-EINVAL). */
+  NSBOX_EXPORT nsbox_run_options *nsbox_run_options_new (struct nsbox_error **err);
+  NSBOX_EXPORT int nsbox_run_options_set (nsbox_run_options *options, const char *key,
+                                          const char *value, struct nsbox_error **err);
+  NSBOX_EXPORT void nsbox_run_options_free (nsbox_run_options *options);
+
+  /* Like nsbox_run, with the pool's configuration; options may be NULL.
+   * Thread-safe. duration_ms and cpu_ms count from this call;
+   * memory_peak_bytes is the sandbox's peak since its program started, as
+   * for a cold run. */
+  NSBOX_EXPORT int nsbox_pool_run (nsbox_pool *pool, const char *code, size_t code_len,
+                                   const nsbox_run_options *options, nsbox_result **result,
+                                   struct nsbox_error **err);
+
+  /* Destroys every entry and stops the refill threads. No nsbox_pool_run
+   * may be in progress. NULL is allowed. */
+  NSBOX_EXPORT void nsbox_pool_free (nsbox_pool *pool);
 
 #ifdef __cplusplus
 }

@@ -604,6 +604,8 @@ harness_scaled_duration (double seconds, char *buf, size_t size)
   return buf;
 }
 
+static int cli_status_of (json_t *json);
+
 /* Library mode, in the forked child. */
 
 static long
@@ -709,6 +711,57 @@ lib_child (int fd, const char *code, size_t len, const char *const *args)
     _exit (23);
 #endif
   _exit (0);
+}
+
+int
+harness_configure (nsbox_config *config, const char *const *args, struct nsbox_error **err)
+{
+  return configure_lib (config, args, err);
+}
+
+pid_t
+harness_fork_launcher (void)
+{
+  harness_time_scale ();
+  harness_rootfs ();
+  struct test_ids ids = test_ids ();
+  ignore_sigpipe ();
+  pid_t parent = getpid ();
+  pid_t pid = fork ();
+  cr_assert (pid >= 0, "fork: %s", strerror (errno));
+  if (pid == 0)
+    {
+      raise_launcher_rlimits ();
+      become (&ids);
+      child_reset (parent);
+    }
+  return pid;
+}
+
+void
+harness_result_to_out (const char *json, const char *error, struct run_out *out)
+{
+  memset (out, 0, sizeof *out);
+  out->mode = RUN_LIB;
+  out->as_json = true;
+  struct buf ob = { 0 }, eb = { 0 };
+  if (json)
+    {
+      buf_add (&ob, json, strlen (json));
+      buf_add (&ob, "\n", 1);
+    }
+  else
+    {
+      buf_add (&eb, "nsbox: ", 7);
+      buf_add (&eb, error, strlen (error));
+      buf_add (&eb, "\n", 1);
+      out->exit_status = 125;
+    }
+  out->out = buf_take (&ob, &out->out_len);
+  out->err = buf_take (&eb, &out->err_len);
+  parse_json (out);
+  if (out->json)
+    out->exit_status = cli_status_of (out->json);
 }
 
 /* The CLI's exit status for a result. */

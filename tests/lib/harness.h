@@ -36,6 +36,8 @@
 
 #include <jansson.h>
 
+#include "nsbox.h"
+
 /* How a case reaches the launcher. */
 enum run_mode
 {
@@ -158,6 +160,41 @@ void run_lib (const char *code, size_t len, const char *const *extra_args, struc
  * program that dropped root with setuid() without exec'ing is. */
 void run_lib_non_dumpable (const char *code, size_t len, const char *const *extra_args,
                            struct run_out *out);
+/* For other launchers built on the library (pool_job.c): */
+/* Forks a launcher child set up as run_lib's: raised rlimits, the test user
+ * when set, dies with the test worker. Returns 0 in the child. */
+pid_t harness_fork_launcher (void);
+/* The case's CLI-style arguments applied to a configuration, as run_lib. */
+int harness_configure (nsbox_config *config, const char *const *args, struct nsbox_error **err);
+/* A run_out from a result's JSON, or from an error message (json NULL). */
+void harness_result_to_out (const char *json, const char *error, struct run_out *out);
+
+/* A warm pool (nsbox_pool_*) in a forked launcher, driven one command at a
+ * time. pool_start makes it with the case's arguments and pool `size`;
+ * pool_run waits (bounded) until an entry is ready, then runs `code` with
+ * per-run options ("timeout", "1s", ..., NULL) and fills `out` as run_lib;
+ * out->seconds is the request's time in the launcher. */
+struct pool_job
+{
+  pid_t pid;
+  int cmd_fd, resp_fd;
+};
+void pool_start (const char *const *extra_args, unsigned size, struct pool_job *job);
+void pool_run (struct pool_job *job, const char *code, const char *const *run_options,
+               struct run_out *out);
+/* Waits until at least n entries are ready; false after 30 s (scaled). */
+bool pool_wait_ready (struct pool_job *job, unsigned n);
+/* The pool's counters: runs served warm and cold, entries discarded. */
+struct pool_counts
+{
+  unsigned long long warm, cold, discarded, started;
+};
+struct pool_counts pool_counts (struct pool_job *job);
+/* Host pids of the entries' inits (the launcher's children). */
+int pool_entry_pids (struct pool_job *job, pid_t *pids, int max);
+/* nsbox_pool_free, then the launcher exits; asserts it ended cleanly. */
+void pool_stop (struct pool_job *job);
+
 /* run_cli or run_lib. */
 void run_mode (enum run_mode mode, const char *code, const char *const *extra_args,
                struct run_out *out);

@@ -1,0 +1,669 @@
+/* The warm pool: sandboxes started ahead of time, each used for exactly one
+ * run. An entry is a whole sandbox as nsbox_run builds it (launch.h), its
+ * program started and blocked reading its stdin. A run takes the oldest
+ * entry, checks from the host that nothing happened in it since it was
+ * ready, and finishes it with its code; the refill threads start the next
+ * one. No entry is ever reused or forked from another: each is its own
+ * clone of the launcher, its own exec of the program, so its own hash seed,
+ * random state and address layout.
+ *
+ *   refill threads (refill-concurrency): start entries up to `size`, wait
+ *     until each program blocks on its stdin, and destroy what runs and the
+ *     sweep discarded (the graveyard), off the request path;
+ *   the sweep (in the first refill thread, every SWEEP_MS): discards entries
+ *     past max-age, entries whose init died or whose pipes stirred, and all
+ *     entries when the image's rootfs or the seccomp policy file changed.
+ *
+ * An entry's init dies with the thread that cloned it (PR_SET_PDEATHSIG):
+ * refill threads live until nsbox_pool_free has destroyed every entry. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+#include "image.h"
+#include "launch.h"
+#include "pool.h"
+#include "result.h"
+#include "supervise.h"
+#include "units.h"
+#include "util.h"
+
+#define POOL_MAX_SIZE 1024
+#define POOL_MAX_REFILL 64
+#define SWEEP_MS 250
+#define IDENTITY_MS 1000
+/* How long a new entry may take to reach its stdin read before it is
+ * discarded as unexpected. */
+#define START_DEADLINE_MS 30000
+/* CPU an idle native entry may show between ready and dispatch: none is
+ * expected (init waits, the program blocks in read). */
+#define NATIVE_IDLE_CPU_USEC 5000
+/* Back-off after a failed start, doubling up to the maximum. */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 10000
+
+struct nsbox_pool_options
+{
+  uint64_t size;
+  uint64_t max_age_ms;
+  uint64_t refill;
+};
+
+struct nsbox_run_options
+{
+  uint64_t timeout_ms;       /* 0: the pool's */
+  uint64_t max_output_bytes; /* UINT64_MAX: the pool's */
+};
+
+struct entry
+{
+  struct nsbox_launch *launch;
+  uint64_t ready_ms;
+  uint64_t ready_cpu_usec;
+  unsigned generation;
+  struct entry *next;
+};
+
+struct nsbox_pool
+{
+  nsbox_config *config;
+  struct nsbox_pool_options options;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  struct entry *ready, **ready_tail; /* oldest first */
+  struct entry *graveyard;
+  size_t n_ready, n_starting;
+  bool stopping;
+  unsigned generation;
+  char *identity;
+  uint64_t backoff_until_ms, backoff_ms;
+  struct nsbox_pool_stats stats;
+  pthread_t threads[POOL_MAX_REFILL];
+  size_t n_threads;
+};
+
+/* ---- options ---- */
+
+nsbox_pool_options *
+nsbox_pool_options_new (struct nsbox_error **err)
+{
+  nsbox_pool_options *o = calloc (1, sizeof *o);
+  if (!o)
+    {
+      nsbox_error_oom (err);
+      return NULL;
+    }
+  o->size = 2;
+  o->max_age_ms = 300000;
+  o->refill = 1;
+  return o;
+}
+
+void
+nsbox_pool_options_free (nsbox_pool_options *options)
+{
+  free (options);
+}
+
+int
+nsbox_pool_options_set (nsbox_pool_options *o, const char *key, const char *value,
+                        struct nsbox_error **err)
+{
+  if (!o || !key || !value)
+    return nsbox_error_set (err, EINVAL, "nsbox_pool_options_set: invalid arguments");
+  uint64_t v = 0;
+  if (strcmp (key, "size") == 0)
+    {
+      if (nsbox_parse_count (value, &v) < 0 || v > POOL_MAX_SIZE)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for pool option 'size': expected a "
+                                "number of sandboxes from 0 to %d",
+                                value, POOL_MAX_SIZE);
+      o->size = v;
+      return 0;
+    }
+  if (strcmp (key, "max-age") == 0)
+    {
+      if (nsbox_parse_duration (value, &v) < 0 || v == 0)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for pool option 'max-age': expected a "
+                                "duration such as 60s",
+                                value);
+      o->max_age_ms = v;
+      return 0;
+    }
+  if (strcmp (key, "refill-concurrency") == 0)
+    {
+      if (nsbox_parse_count (value, &v) < 0 || v == 0 || v > POOL_MAX_REFILL)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for pool option 'refill-concurrency': "
+                                "expected a number from 1 to %d",
+                                value, POOL_MAX_REFILL);
+      o->refill = v;
+      return 0;
+    }
+  return nsbox_error_set (err, EINVAL,
+                          "unknown pool option '%s' (known: size, max-age, "
+                          "refill-concurrency)",
+                          key);
+}
+
+nsbox_run_options *
+nsbox_run_options_new (struct nsbox_error **err)
+{
+  nsbox_run_options *o = calloc (1, sizeof *o);
+  if (!o)
+    {
+      nsbox_error_oom (err);
+      return NULL;
+    }
+  o->max_output_bytes = UINT64_MAX;
+  return o;
+}
+
+void
+nsbox_run_options_free (nsbox_run_options *options)
+{
+  free (options);
+}
+
+int
+nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
+                       struct nsbox_error **err)
+{
+  if (!o || !key || !value)
+    return nsbox_error_set (err, EINVAL, "nsbox_run_options_set: invalid arguments");
+  uint64_t v = 0;
+  if (strcmp (key, "timeout") == 0)
+    {
+      if (nsbox_parse_duration (value, &v) < 0 || v == 0)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for key 'timeout': expected a duration "
+                                "such as 5s or 500ms",
+                                value);
+      o->timeout_ms = v;
+      return 0;
+    }
+  if (strcmp (key, "max-output-bytes") == 0)
+    {
+      if (nsbox_parse_size_or_zero (value, &v) < 0)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for key 'max-output-bytes': expected a "
+                                "size such as 64k",
+                                value);
+      o->max_output_bytes = v;
+      return 0;
+    }
+  const struct nsbox_key_info *keys = nsbox_config_keys ();
+  for (size_t i = 0; keys[i].name; i++)
+    if (strcmp (keys[i].name, key) == 0)
+      return nsbox_error_set (err, EINVAL,
+                              "key '%s' cannot be set per run: it needs a different "
+                              "sandbox (a run takes only timeout and max-output-bytes; "
+                              "configure '%s' on the pool or run it without one)",
+                              key, key);
+  return nsbox_error_set (err, EINVAL, "unknown key '%s'", key);
+}
+
+/* ---- identity: what the entries were built from ---- */
+
+/* The image's rootfs as the store resolves it now (never pulling), and the
+ * policy file's identity. NULL when it cannot be read. */
+static char *
+current_identity (const nsbox_config *c)
+{
+  cleanup_free char *rootfs = NULL;
+  if (c->rootfs)
+    rootfs = realpath (c->rootfs, NULL);
+  else
+    {
+      struct nsbox_image image = { .lock_fd = -1 };
+      if (nsbox_image_hold (c->store, c->image, NSBOX_PULL_NEVER, &image, NULL) == 0)
+        rootfs = TAKE_PTR (image.rootfs);
+      nsbox_image_release (&image);
+    }
+  if (!rootfs)
+    return NULL;
+  struct stat st = { 0 };
+  if (c->seccomp_policy && stat (c->seccomp_policy, &st) < 0)
+    return NULL;
+  return xasprintf ("%s|%llu:%llu:%lld.%09ld:%lld", rootfs, (unsigned long long)st.st_dev,
+                    (unsigned long long)st.st_ino, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                    (long long)st.st_size);
+}
+
+/* ---- entries ---- */
+
+static void
+bury_locked (struct nsbox_pool *p, struct entry *e)
+{
+  e->next = p->graveyard;
+  p->graveyard = e;
+  p->stats.discarded++;
+  pthread_cond_broadcast (&p->wake);
+}
+
+/* Starts one entry and waits until its program blocks on its stdin. */
+static int
+start_entry (struct nsbox_pool *p, struct entry **out, struct nsbox_error **err)
+{
+  struct nsbox_launch *launch = NULL;
+  int r = nsbox_launch_start (p->config, &launch, err);
+  if (r < 0)
+    return r;
+  uint64_t deadline = nsbox_now_ms () + START_DEADLINE_MS, pause_us = 200;
+  for (;;)
+    {
+      enum nsbox_launch_state state = nsbox_launch_probe (launch);
+      if (state == NSBOX_LAUNCH_WAITING)
+        break;
+      if (state == NSBOX_LAUNCH_BROKEN || nsbox_now_ms () > deadline)
+        {
+          /* Finishing it yields the setup error its init reported, if any. */
+          struct nsbox_result *res = calloc (1, sizeof *res);
+          struct nsbox_error *why = NULL;
+          if (res && nsbox_launch_finish (TAKE_PTR (launch), NULL, 0, 1, 0, res, &why) < 0)
+            {
+              nsbox_result_free (res);
+              if (err)
+                *err = why;
+              else
+                nsbox_error_free (why);
+              return -EPROTO;
+            }
+          nsbox_result_free (res);
+          nsbox_launch_destroy (launch);
+          return nsbox_error_set (err, EPROTO,
+                                  state == NSBOX_LAUNCH_BROKEN
+                                      ? "pool: a new sandbox's program ended or wrote before "
+                                        "it was given code"
+                                      : "pool: a new sandbox's program did not reach its "
+                                        "stdin read within %d s",
+                                  START_DEADLINE_MS / 1000);
+        }
+      struct timespec ts = { 0, (long)pause_us * 1000L };
+      nanosleep (&ts, NULL);
+      if (pause_us < 2000)
+        pause_us += 200;
+    }
+  struct entry *e = calloc (1, sizeof *e);
+  if (!e)
+    {
+      nsbox_launch_destroy (launch);
+      return nsbox_error_oom (err);
+    }
+  e->launch = launch;
+  e->ready_ms = nsbox_now_ms ();
+  e->ready_cpu_usec = nsbox_launch_cpu_usec (launch);
+  *out = e;
+  return 0;
+}
+
+static void
+destroy_entry (struct entry *e)
+{
+  nsbox_launch_destroy (e->launch);
+  free (e);
+}
+
+/* Called with the lock held: moves broken, old and stale entries to the
+ * graveyard and refreshes the identity. */
+static void
+sweep_locked (struct nsbox_pool *p, bool check_identity)
+{
+  if (check_identity)
+    {
+      pthread_mutex_unlock (&p->lock);
+      char *now = current_identity (p->config);
+      pthread_mutex_lock (&p->lock);
+      if (now && p->identity && strcmp (now, p->identity) != 0)
+        p->generation++;
+      if (now)
+        {
+          free (p->identity);
+          p->identity = now;
+        }
+    }
+  uint64_t t = nsbox_now_ms ();
+  for (struct entry **pe = &p->ready; *pe;)
+    {
+      struct entry *e = *pe;
+      if (e->generation == p->generation && t - e->ready_ms <= p->options.max_age_ms
+          && nsbox_launch_probe (e->launch) == NSBOX_LAUNCH_WAITING)
+        {
+          pe = &e->next;
+          continue;
+        }
+      *pe = e->next;
+      p->n_ready--;
+      bury_locked (p, e);
+    }
+  p->ready_tail = &p->ready;
+  while (*p->ready_tail)
+    p->ready_tail = &(*p->ready_tail)->next;
+}
+
+static void
+timed_wait (struct nsbox_pool *p, uint64_t ms)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += (time_t)(ms / 1000);
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L)
+    {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+  pthread_cond_timedwait (&p->wake, &p->lock, &ts);
+}
+
+struct refill_arg
+{
+  struct nsbox_pool *pool;
+  bool sweeper;
+};
+
+static void *
+refill_main (void *arg)
+{
+  struct refill_arg a = *(struct refill_arg *)arg;
+  free (arg);
+  struct nsbox_pool *p = a.pool;
+  uint64_t next_sweep = 0, next_identity = nsbox_now_ms () + IDENTITY_MS;
+  pthread_mutex_lock (&p->lock);
+  while (!p->stopping)
+    {
+      uint64_t now = nsbox_now_ms ();
+      if (a.sweeper && now >= next_sweep)
+        {
+          bool identity = now >= next_identity;
+          sweep_locked (p, identity);
+          next_sweep = now + SWEEP_MS;
+          if (identity)
+            next_identity = now + IDENTITY_MS;
+          continue;
+        }
+      if (p->graveyard)
+        {
+          struct entry *e = p->graveyard;
+          p->graveyard = e->next;
+          pthread_mutex_unlock (&p->lock);
+          destroy_entry (e);
+          pthread_mutex_lock (&p->lock);
+          continue;
+        }
+      if (p->n_ready + p->n_starting < p->options.size && now >= p->backoff_until_ms)
+        {
+          p->n_starting++;
+          unsigned generation = p->generation;
+          pthread_mutex_unlock (&p->lock);
+          struct entry *e = NULL;
+          struct nsbox_error *why = NULL;
+          int r = start_entry (p, &e, &why);
+          pthread_mutex_lock (&p->lock);
+          p->n_starting--;
+          if (r < 0 || !e)
+            {
+              p->stats.start_failures++;
+              p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
+              if (p->backoff_ms > BACKOFF_MAX_MS)
+                p->backoff_ms = BACKOFF_MAX_MS;
+              p->backoff_until_ms = nsbox_now_ms () + p->backoff_ms;
+              nsbox_error_free (why);
+              continue;
+            }
+          p->backoff_ms = 0;
+          e->generation = generation;
+          if (generation != p->generation || p->stopping)
+            {
+              bury_locked (p, e);
+              continue;
+            }
+          *p->ready_tail = e;
+          p->ready_tail = &e->next;
+          p->n_ready++;
+          p->stats.started++;
+          continue;
+        }
+      uint64_t wait = SWEEP_MS;
+      if (p->backoff_until_ms > now && p->backoff_until_ms - now < wait)
+        wait = p->backoff_until_ms - now;
+      timed_wait (p, wait ? wait : 1);
+    }
+  pthread_mutex_unlock (&p->lock);
+  return NULL;
+}
+
+/* ---- the pool ---- */
+
+int
+nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options, nsbox_pool **out,
+                struct nsbox_error **err)
+{
+  if (!config || !out)
+    return nsbox_error_set (err, EINVAL, "nsbox_pool_new: invalid arguments");
+  struct nsbox_pool *p = calloc (1, sizeof *p);
+  if (!p)
+    return nsbox_error_oom (err);
+  if (options)
+    p->options = *options;
+  else
+    p->options = (struct nsbox_pool_options){ 2, 300000, 1 };
+  p->ready_tail = &p->ready;
+  p->config = nsbox_config_dup (config, err);
+  if (!p->config)
+    {
+      free (p);
+      return -ENOMEM;
+    }
+  /* Pull now, once, per the configured policy: entries then resolve the
+   * image without pulling, and the sweep notices a tag that moves. */
+  if (!p->config->rootfs)
+    {
+      struct nsbox_image image = { .lock_fd = -1 };
+      int r = nsbox_image_hold (p->config->store, p->config->image, p->config->pull, &image, err);
+      nsbox_image_release (&image);
+      if (r < 0)
+        {
+          nsbox_config_free (p->config);
+          free (p);
+          return r;
+        }
+      p->config->pull = NSBOX_PULL_NEVER;
+    }
+  p->identity = current_identity (p->config);
+  pthread_condattr_t ca;
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&p->wake, &ca);
+  pthread_condattr_destroy (&ca);
+  pthread_mutex_init (&p->lock, NULL);
+  for (size_t i = 0; i < p->options.refill; i++)
+    {
+      struct refill_arg *a = malloc (sizeof *a);
+      int r = a ? 0 : ENOMEM;
+      if (a)
+        {
+          *a = (struct refill_arg){ p, i == 0 };
+          r = pthread_create (&p->threads[i], NULL, refill_main, a);
+          if (r != 0)
+            free (a);
+        }
+      if (r != 0)
+        {
+          nsbox_pool_free (p);
+          return nsbox_error_sys (err, r, "pool: start a refill thread");
+        }
+      p->n_threads++;
+    }
+  *out = p;
+  return 0;
+}
+
+void
+nsbox_pool_free (nsbox_pool *p)
+{
+  if (!p)
+    return;
+  pthread_mutex_lock (&p->lock);
+  p->stopping = true;
+  pthread_cond_broadcast (&p->wake);
+  struct entry *all = p->ready;
+  p->ready = NULL;
+  p->n_ready = 0;
+  pthread_mutex_unlock (&p->lock);
+  /* Entries die with the threads that cloned them: destroy them first. */
+  for (struct entry *e = all, *next; e; e = next)
+    {
+      next = e->next;
+      destroy_entry (e);
+    }
+  for (size_t i = 0; i < p->n_threads; i++)
+    pthread_join (p->threads[i], NULL);
+  for (struct entry *e = p->graveyard, *next; e; e = next)
+    {
+      next = e->next;
+      destroy_entry (e);
+    }
+  pthread_cond_destroy (&p->wake);
+  pthread_mutex_destroy (&p->lock);
+  nsbox_config_free (p->config);
+  free (p->identity);
+  free (p);
+}
+
+/* The oldest entry that is still exactly as it was when ready, or NULL. */
+static struct entry *
+take_entry (struct nsbox_pool *p, uint64_t *cpu_at_dispatch)
+{
+  for (;;)
+    {
+      pthread_mutex_lock (&p->lock);
+      struct entry *e = p->ready;
+      if (e)
+        {
+          p->ready = e->next;
+          if (!p->ready)
+            p->ready_tail = &p->ready;
+          p->n_ready--;
+          pthread_cond_broadcast (&p->wake);
+        }
+      bool stale = e
+                   && (e->generation != p->generation
+                       || nsbox_now_ms () - e->ready_ms > p->options.max_age_ms);
+      if (stale)
+        bury_locked (p, e);
+      pthread_mutex_unlock (&p->lock);
+      if (!e)
+        return NULL;
+      if (stale)
+        continue;
+      uint64_t cpu = nsbox_launch_cpu_usec (e->launch);
+      bool idle = nsbox_launch_probe (e->launch) == NSBOX_LAUNCH_WAITING
+                  && (strcmp (nsbox_launch_runtime (e->launch), "runsc") == 0 || cpu == UINT64_MAX
+                      || e->ready_cpu_usec == UINT64_MAX
+                      || cpu - e->ready_cpu_usec <= NATIVE_IDLE_CPU_USEC);
+      if (idle)
+        {
+          *cpu_at_dispatch = cpu;
+          return e;
+        }
+      pthread_mutex_lock (&p->lock);
+      bury_locked (p, e);
+      pthread_mutex_unlock (&p->lock);
+    }
+}
+
+int
+nsbox_pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_options *options,
+                nsbox_result **out, struct nsbox_error **err)
+{
+  if (!p || !out || (!code && code_len))
+    return nsbox_error_set (err, EINVAL, "nsbox_pool_run: invalid arguments");
+  uint64_t timeout_ms = p->config->timeout_ms, max_output = p->config->max_output_bytes;
+  if (options && options->timeout_ms)
+    {
+      if (options->timeout_ms > timeout_ms)
+        return nsbox_error_set (err, EINVAL,
+                                "timeout %" PRIu64 "ms is longer than the pool's %" PRIu64
+                                "ms: a pooled run may only shorten it",
+                                options->timeout_ms, timeout_ms);
+      timeout_ms = options->timeout_ms;
+    }
+  if (options && options->max_output_bytes != UINT64_MAX)
+    {
+      if (options->max_output_bytes > max_output)
+        return nsbox_error_set (err, EINVAL,
+                                "max-output-bytes %" PRIu64 " is larger than the pool's %" PRIu64
+                                ": a pooled run may only lower it",
+                                options->max_output_bytes, max_output);
+      max_output = options->max_output_bytes;
+    }
+  struct nsbox_result *res = calloc (1, sizeof *res);
+  if (!res)
+    return nsbox_error_oom (err);
+  uint64_t cpu_at_dispatch = 0;
+  struct entry *e = take_entry (p, &cpu_at_dispatch);
+  int r;
+  if (e)
+    {
+      r = nsbox_launch_finish (TAKE_PTR (e->launch), code, code_len, timeout_ms, max_output, res,
+                               err);
+      free (e);
+      res->warm = true;
+      /* cpu_ms counts from dispatch: the program's start-up is not the run's. */
+      uint64_t before_ms = cpu_at_dispatch == UINT64_MAX ? 0 : cpu_at_dispatch / 1000;
+      res->cpu_ms = res->cpu_ms > before_ms ? res->cpu_ms - before_ms : 0;
+    }
+  else
+    {
+      struct nsbox_launch *launch = NULL;
+      r = nsbox_launch_start (p->config, &launch, err);
+      if (r >= 0)
+        r = nsbox_launch_finish (launch, code, code_len, timeout_ms, max_output, res, err);
+    }
+  pthread_mutex_lock (&p->lock);
+  if (r < 0)
+    p->stats.errors++;
+  else if (res->warm)
+    p->stats.warm++;
+  else
+    p->stats.cold++;
+  pthread_mutex_unlock (&p->lock);
+  if (r < 0)
+    {
+      nsbox_result_free (res);
+      return r;
+    }
+  *out = res;
+  return 0;
+}
+
+void
+nsbox_pool_get_stats (nsbox_pool *p, struct nsbox_pool_stats *stats)
+{
+  pthread_mutex_lock (&p->lock);
+  *stats = p->stats;
+  stats->ready = p->n_ready;
+  stats->starting = p->n_starting;
+  stats->size = p->options.size;
+  pthread_mutex_unlock (&p->lock);
+}
+
+size_t
+nsbox_pool_ready (nsbox_pool *p)
+{
+  pthread_mutex_lock (&p->lock);
+  size_t n = p->n_ready;
+  pthread_mutex_unlock (&p->lock);
+  return n;
+}

@@ -1,0 +1,322 @@
+/* A warm pool in a forked launcher, for the pool tests: the test worker
+ * sends one command at a time on a pipe and reads one answer.
+ *
+ * Commands: 'R' u32 optlen, "key=value\n"..., u32 codelen, code (run);
+ * 'W' u32 n (wait for n ready entries); 'C' (counters); 'Q' (free, exit).
+ * Answers: u32 len, then "J <seconds> <json>", "E <message>", "OK", "NO" or
+ * "<warm> <cold> <discarded> <started>". */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <sanitizer/lsan_interface.h>
+
+#include "harness.h"
+#include "pool.h"
+#include "util.h"
+
+static double
+now_s (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool
+read_full (int fd, void *buf, size_t len)
+{
+  char *p = buf;
+  while (len > 0)
+    {
+      ssize_t n = read (fd, p, len);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      p += n;
+      len -= (size_t)n;
+    }
+  return true;
+}
+
+static char *
+read_chunk (int fd, uint32_t *len)
+{
+  uint32_t n;
+  if (!read_full (fd, &n, sizeof n))
+    return NULL;
+  char *b = malloc ((size_t)n + 1);
+  if (!b || !read_full (fd, b, n))
+    {
+      free (b);
+      return NULL;
+    }
+  b[n] = '\0';
+  if (len)
+    *len = n;
+  return b;
+}
+
+static void
+send_chunk (int fd, const char *data, size_t len)
+{
+  uint32_t n = (uint32_t)len;
+  if (nsbox_write_all (fd, &n, sizeof n) < 0 || nsbox_write_all (fd, data, len) < 0)
+    _exit (27);
+}
+
+static bool
+wait_ready (nsbox_pool *pool, unsigned n, double limit_s)
+{
+  double until = now_s () + limit_s;
+  while (nsbox_pool_ready (pool) < n)
+    {
+      if (now_s () > until)
+        return false;
+      struct timespec ts = { 0, 1000000 };
+      nanosleep (&ts, NULL);
+    }
+  return true;
+}
+
+static void
+answer_run (int out, nsbox_pool *pool, char *opts, const char *code, size_t len, double limit_s)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_run_options *ro = nsbox_run_options_new (&err);
+  int r = ro ? 0 : -1;
+  char *save = NULL;
+  for (char *line = strtok_r (opts, "\n", &save); r >= 0 && line;
+       line = strtok_r (NULL, "\n", &save))
+    {
+      char *eq = strchr (line, '=');
+      if (!eq)
+        continue;
+      *eq = '\0';
+      r = nsbox_run_options_set (ro, line, eq + 1, &err);
+    }
+  nsbox_result *res = NULL;
+  double t0 = 0, t1 = 0;
+  if (r >= 0)
+    {
+      wait_ready (pool, 1, limit_s);
+      t0 = now_s ();
+      r = nsbox_pool_run (pool, code, len, ro, &res, &err);
+      t1 = now_s ();
+    }
+  char *json = r >= 0 ? nsbox_result_to_json (res, &err) : NULL;
+  char *msg = json ? xasprintf ("J %.6f %s", t1 - t0, json)
+                   : xasprintf ("E %s", err ? nsbox_error_message (err) : "(no error)");
+  send_chunk (out, msg, strlen (msg));
+  free (msg);
+  free (json);
+  nsbox_result_free (res);
+  nsbox_run_options_free (ro);
+  nsbox_error_free (err);
+}
+
+static void __attribute__ ((noreturn))
+pool_child (int in, int out, const char *const *args, unsigned size, double limit_s)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_config *config = nsbox_config_new (&err);
+  nsbox_pool_options *po = nsbox_pool_options_new (&err);
+  nsbox_pool *pool = NULL;
+  char sz[32];
+  snprintf (sz, sizeof sz, "%u", size);
+  if (!config || !po || harness_configure (config, args, &err) < 0
+      || nsbox_pool_options_set (po, "size", sz, &err) < 0
+      || nsbox_pool_new (config, po, &pool, &err) < 0)
+    {
+      char *msg = xasprintf ("E %s", err ? nsbox_error_message (err) : "(no error)");
+      send_chunk (out, msg, strlen (msg));
+      _exit (0);
+    }
+  send_chunk (out, "OK", 2);
+  for (;;)
+    {
+      char op;
+      if (!read_full (in, &op, 1) || op == 'Q')
+        break;
+      if (op == 'R')
+        {
+          char *opts = read_chunk (in, NULL);
+          uint32_t len = 0;
+          char *code = read_chunk (in, &len);
+          if (!opts || !code)
+            _exit (28);
+          answer_run (out, pool, opts, code, len, limit_s);
+          free (opts);
+          free (code);
+        }
+      else if (op == 'W')
+        {
+          uint32_t n;
+          if (!read_full (in, &n, sizeof n))
+            _exit (28);
+          bool ok = wait_ready (pool, n, limit_s);
+          send_chunk (out, ok ? "OK" : "NO", 2);
+        }
+      else if (op == 'C')
+        {
+          struct nsbox_pool_stats st;
+          nsbox_pool_get_stats (pool, &st);
+          char *msg = xasprintf ("%llu %llu %llu %llu", (unsigned long long)st.warm,
+                                 (unsigned long long)st.cold, (unsigned long long)st.discarded,
+                                 (unsigned long long)st.started);
+          send_chunk (out, msg, strlen (msg));
+          free (msg);
+        }
+    }
+  nsbox_pool_free (pool);
+  nsbox_pool_options_free (po);
+  nsbox_config_free (config);
+  nsbox_error_free (err);
+#ifdef __SANITIZE_ADDRESS__
+  if (__lsan_do_recoverable_leak_check ())
+    _exit (23);
+#endif
+  _exit (0);
+}
+
+void
+pool_start (const char *const *extra_args, unsigned size, struct pool_job *job)
+{
+  int cmd[2], resp[2];
+  cr_assert (pipe2 (cmd, O_CLOEXEC) == 0 && pipe2 (resp, O_CLOEXEC) == 0, "pipe2: %s",
+             strerror (errno));
+  double limit_s = harness_scaled (30);
+  pid_t pid = harness_fork_launcher ();
+  if (pid == 0)
+    {
+      close (cmd[1]);
+      close (resp[0]);
+      pool_child (cmd[0], resp[1], extra_args, size, limit_s);
+    }
+  close (cmd[0]);
+  close (resp[1]);
+  *job = (struct pool_job){ pid, cmd[1], resp[0] };
+  char *hello = read_chunk (job->resp_fd, NULL);
+  cr_assert (hello && strcmp (hello, "OK") == 0, "pool launcher: %s",
+             hello ? hello : "(ended without an answer)");
+  free (hello);
+}
+
+static void
+send_op (struct pool_job *job, char op)
+{
+  cr_assert (nsbox_write_all (job->cmd_fd, &op, 1) == 0, "pool launcher gone");
+}
+
+static void
+send_chunk_checked (struct pool_job *job, const char *data, size_t len)
+{
+  uint32_t n = (uint32_t)len;
+  cr_assert (nsbox_write_all (job->cmd_fd, &n, sizeof n) == 0
+                 && nsbox_write_all (job->cmd_fd, data, len) == 0,
+             "pool launcher gone");
+}
+
+void
+pool_run (struct pool_job *job, const char *code, const char *const *run_options,
+          struct run_out *out)
+{
+  char opts[512] = "";
+  for (size_t i = 0; run_options && run_options[i] && run_options[i + 1]; i += 2)
+    snprintf (opts + strlen (opts), sizeof opts - strlen (opts), "%s=%s\n", run_options[i],
+              run_options[i + 1]);
+  send_op (job, 'R');
+  send_chunk_checked (job, opts, strlen (opts));
+  send_chunk_checked (job, code, strlen (code));
+  char *answer = read_chunk (job->resp_fd, NULL);
+  cr_assert_not_null (answer, "pool launcher ended during a run");
+  if (answer[0] == 'J')
+    {
+      char *end;
+      double seconds = strtod (answer + 2, &end);
+      harness_result_to_out (end + 1, NULL, out);
+      out->seconds = seconds;
+    }
+  else
+    harness_result_to_out (NULL, answer + 2, out);
+  out->pid = job->pid;
+  free (answer);
+}
+
+bool
+pool_wait_ready (struct pool_job *job, unsigned n)
+{
+  send_op (job, 'W');
+  uint32_t v = n;
+  cr_assert (nsbox_write_all (job->cmd_fd, &v, sizeof v) == 0, "pool launcher gone");
+  char *answer = read_chunk (job->resp_fd, NULL);
+  cr_assert_not_null (answer, "pool launcher ended while waiting");
+  bool ok = strcmp (answer, "OK") == 0;
+  free (answer);
+  return ok;
+}
+
+struct pool_counts
+pool_counts (struct pool_job *job)
+{
+  send_op (job, 'C');
+  char *answer = read_chunk (job->resp_fd, NULL);
+  cr_assert_not_null (answer, "pool launcher ended");
+  struct pool_counts c = { 0 };
+  cr_assert (sscanf (answer, "%llu %llu %llu %llu", &c.warm, &c.cold, &c.discarded, &c.started)
+                 == 4,
+             "pool counters: '%s'", answer);
+  free (answer);
+  return c;
+}
+
+int
+pool_entry_pids (struct pool_job *job, pid_t *pids, int max)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/task", (int)job->pid);
+  DIR *d = opendir (path);
+  cr_assert_not_null (d, "%s: %s", path, strerror (errno));
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      if (e->d_name[0] == '.')
+        continue;
+      char cpath[300], buf[4096];
+      snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)job->pid, e->d_name);
+      FILE *f = fopen (cpath, "re");
+      if (!f)
+        continue;
+      size_t len = fread (buf, 1, sizeof buf - 1, f);
+      fclose (f);
+      buf[len] = '\0';
+      char *save = NULL;
+      for (char *tok = strtok_r (buf, " \n", &save); tok && n < max;
+           tok = strtok_r (NULL, " \n", &save))
+        pids[n++] = (pid_t)strtol (tok, NULL, 10);
+    }
+  closedir (d);
+  return n;
+}
+
+void
+pool_stop (struct pool_job *job)
+{
+  send_op (job, 'Q');
+  close (job->cmd_fd);
+  int status;
+  while (waitpid (job->pid, &status, 0) < 0)
+    cr_assert (errno == EINTR, "waitpid: %s", strerror (errno));
+  close (job->resp_fd);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
+             "pool launcher ended with status 0x%x", status);
+}
