@@ -20,7 +20,8 @@
 # Environment: NSBOX_BUILD (default build), NSBOX_BIN (default
 # $NSBOX_BUILD/nsbox), NSBOX_TEST_ROOTFS (default tests/fixtures/rootfs.sh),
 # BENCH_N, BENCH_TOOLS (default "nsbox bwrap chroot floor").
-# Then tests/bench/runsc.sh: the runtime runsc rows.
+# Then tests/bench/runsc.sh: the runtime runsc rows; then tests/bench/pool.c:
+# the warm pool's rows.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -313,4 +314,21 @@ PY
 # bundle (skipped with a note when runsc is not installed).
 echo
 NSBOX_BIN="$nsbox" NSBOX_TEST_ROOTFS="$rootfs" BENCH_N="$n" "$here/runsc.sh" || status=$?
+
+# The warm pool (tests/bench/pool.c): library pool latency against a cold
+# chroot python3 and a pre-started one, throughput, idle entry memory; then
+# pooled runsc against a cold runsc run. Root only (the baselines chroot).
+echo
+pool_bench="$(cd "$build" && pwd -P)/tests/bench/pool"
+if [ "$(id -u)" -ne 0 ]; then
+	echo "bench: the pool rows need root (their baselines use chroot): skipped"
+else
+	"$pool_bench" "$rootfs" native "$n" || status=$?
+	if command -v runsc >/dev/null 2>&1 || [ -n "${NSBOX_RUNSC:-}" ]; then
+		echo
+		"$pool_bench" "$rootfs" runsc "$n" || status=$?
+	else
+		echo "bench: runsc not installed: no pooled runsc row"
+	fi
+fi
 exit "$status"

@@ -5,6 +5,7 @@
  * Under runsc the host sees gVisor's processes, not the program's: what is
  * checked on the host is the entry's init, PID 1 of the namespace that holds
  * all of them. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -379,4 +380,78 @@ Test (pool, freeing_the_pool_leaves_no_entry_or_cgroup, .timeout = 120)
     cr_assert (process_gone (pids[i]), "entry init %d outlived the pool", (int)pids[i]);
   int after = have_cgroups () ? count_nsbox_cgroups (launcher, desc, sizeof desc) : 0;
   cr_assert (after == 0, "%d cgroup(s) of the pool left (had %d): %s", after, before, desc);
+}
+
+static int
+count_fds (pid_t pid)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir (path);
+  cr_assert_not_null (d, "%s: %s", path, strerror (errno));
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    n += e->d_name[0] != '.';
+  closedir (d);
+  return n;
+}
+
+static long
+rss_kb (pid_t pid)
+{
+  char path[64], line[256];
+  snprintf (path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen (path, "re");
+  cr_assert_not_null (f);
+  long kb = -1;
+  while (fgets (line, sizeof line, f))
+    if (strncmp (line, "VmRSS:", 6) == 0)
+      kb = strtol (line + 6, NULL, 10);
+  fclose (f);
+  return kb;
+}
+
+Test (pool, many_runs_leave_the_launcher_s_fds_rss_and_cgroups_flat, .timeout = 600)
+{
+  int n = harness_is_runsc () ? 60 : 300;
+  struct pool_job job;
+  pool_start (NULL, 2, &job);
+  struct run_out out;
+  for (int i = 0; i < 20; i++)
+    {
+      pool_run (&job, "print(1)\n", NULL, &out);
+      assert_prints (&out, "1\n");
+      run_out_free (&out);
+    }
+  cr_assert (pool_wait_ready (&job, 2), "the pool did not fill");
+  int fds0 = count_fds (job.pid);
+  long rss0 = rss_kb (job.pid);
+  char desc[1024] = "";
+  int cg0 = have_cgroups () ? count_nsbox_cgroups (job.pid, desc, sizeof desc) : 0;
+  for (int i = 0; i < n; i++)
+    {
+      pool_run (&job, "print(1)\n", NULL, &out);
+      assert_prints (&out, "1\n");
+      run_out_free (&out);
+    }
+  cr_assert (pool_wait_ready (&job, 2), "the pool did not fill");
+  int fds1 = count_fds (job.pid);
+  long rss1 = rss_kb (job.pid);
+  int cg1 = have_cgroups () ? count_nsbox_cgroups (job.pid, desc, sizeof desc) : 0;
+  struct pool_counts c = pool_counts (&job);
+  cr_assert (c.warm >= (unsigned long long)n / 2, "only %llu of %d runs were warm", c.warm, n + 20);
+  cr_assert (fds1 == fds0, "the launcher's fds went from %d to %d over %d runs", fds0, fds1, n);
+#ifndef __SANITIZE_ADDRESS__
+  /* Under ASan freed memory stays in its quarantine, so RSS grows with
+   * every free; the launcher's leak check at its exit covers that build. */
+  cr_assert (rss1 - rss0 < 4096, "the launcher's RSS grew from %ld to %ld kB over %d runs", rss0,
+             rss1, n);
+#else
+  (void)rss0;
+  (void)rss1;
+#endif
+  cr_assert (cg1 == cg0, "the launcher's cgroups went from %d to %d over %d runs: %s", cg0, cg1, n,
+             desc);
+  pool_stop (&job);
 }

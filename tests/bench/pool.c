@@ -1,0 +1,423 @@
+/* The warm pool's benchmark (make bench, as root): request->result latency
+ * of `print(sum(range(10)))` through nsbox_pool_run, against two baselines
+ * measured in the same run, interleaved request by request:
+ *   cold      `chroot ROOTFS python3 -`, fork to reaped (no isolation at all)
+ *   prestart  the physical floor of any pool: the same python3 started ahead
+ *             in the chroot, blocked on its stdin; timed from writing the code
+ *             to reaping it
+ *   pool      nsbox_pool_run with an entry ready (size 2), call to return
+ * then the sustained throughput at concurrency 2 (pool runs back to back in
+ * two threads, against cold chroot runs in two processes), and the memory of
+ * an idle entry (size 8, full): RSS of its processes and its cgroup's usage.
+ * With `runsc` as second argument: pooled runsc latency against a cold
+ * runsc nsbox_run.
+ *
+ * Usage: pool ROOTFS [runsc] [N] */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nsbox.h"
+#include "pool.h"
+
+static const char code[] = "print(sum(range(10)))\n";
+static const char *rootfs;
+
+static double
+now (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+die (const char *what, struct nsbox_error *err)
+{
+  fprintf (stderr, "bench pool: %s: %s\n", what, err ? nsbox_error_message (err) : strerror (errno));
+  exit (1);
+}
+
+/* python3 - in the chroot, stdin a pipe whose write end is returned. */
+static pid_t
+start_python (int *in_fd, int *out_fd)
+{
+  int in[2], out[2];
+  if (pipe2 (in, O_CLOEXEC) < 0 || pipe2 (out, O_CLOEXEC) < 0)
+    die ("pipe", NULL);
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      dup2 (in[0], 0);
+      dup2 (out[1], 1);
+      if (chroot (rootfs) < 0 || chdir ("/") < 0)
+        _exit (126);
+      static const char *const argv[] = { "python3", "-", NULL };
+      static const char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", NULL };
+      execve ("/usr/bin/python3", (char *const *)argv, (char *const *)envp);
+      _exit (127);
+    }
+  close (in[0]);
+  close (out[1]);
+  *in_fd = in[1];
+  *out_fd = out[0];
+  return pid;
+}
+
+static void
+finish_python (pid_t pid, int in_fd, int out_fd)
+{
+  if (write (in_fd, code, sizeof code - 1) != (ssize_t)(sizeof code - 1))
+    die ("write", NULL);
+  close (in_fd);
+  char buf[64];
+  ssize_t n = read (out_fd, buf, sizeof buf);
+  close (out_fd);
+  int status;
+  waitpid (pid, &status, 0);
+  if (n != 3 || memcmp (buf, "45\n", 3) != 0 || status != 0)
+    {
+      fprintf (stderr, "bench pool: chroot python failed (status 0x%x)\n", status);
+      exit (1);
+    }
+}
+
+/* Whether pid blocks in read(0, ...). */
+static bool
+blocked_on_stdin (pid_t pid)
+{
+  char path[64], buf[128];
+  snprintf (path, sizeof path, "/proc/%d/syscall", (int)pid);
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t n = read (fd, buf, sizeof buf - 1);
+  close (fd);
+  buf[n > 0 ? n : 0] = '\0';
+  return strncmp (buf, "0 0x0 ", 6) == 0;
+}
+
+static double
+cold_once (void)
+{
+  double t0 = now ();
+  int in, out;
+  pid_t pid = start_python (&in, &out);
+  finish_python (pid, in, out);
+  return now () - t0;
+}
+
+static double
+prestart_once (void)
+{
+  int in, out;
+  pid_t pid = start_python (&in, &out);
+  while (!blocked_on_stdin (pid))
+    usleep (500);
+  double t0 = now ();
+  finish_python (pid, in, out);
+  return now () - t0;
+}
+
+static void
+wait_ready (nsbox_pool *pool, size_t n)
+{
+  double until = now () + 60;
+  while (nsbox_pool_ready (pool) < n)
+    {
+      if (now () > until)
+        die ("the pool did not fill within 60 s", NULL);
+      usleep (500);
+    }
+}
+
+static double
+pool_once (nsbox_pool *pool, bool *warm)
+{
+  wait_ready (pool, 1);
+  struct nsbox_error *err = NULL;
+  nsbox_result *res = NULL;
+  double t0 = now ();
+  if (nsbox_pool_run (pool, code, sizeof code - 1, NULL, &res, &err) < 0)
+    die ("nsbox_pool_run", err);
+  double t = now () - t0;
+  size_t len;
+  const char *out = nsbox_result_stdout (res, &len);
+  if (len != 3 || memcmp (out, "45\n", 3) != 0)
+    die ("a pooled run printed something else", NULL);
+  *warm = nsbox_result_warm (res);
+  nsbox_result_free (res);
+  return t;
+}
+
+static double
+lib_cold_once (const nsbox_config *config)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_result *res = NULL;
+  double t0 = now ();
+  if (nsbox_run (config, code, sizeof code - 1, &res, &err) < 0)
+    die ("nsbox_run", err);
+  double t = now () - t0;
+  nsbox_result_free (res);
+  return t;
+}
+
+static int
+cmp (const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double
+pct (double *v, int n, double p)
+{
+  qsort (v, (size_t)n, sizeof *v, cmp);
+  int i = (int)(p * (n - 1) + 0.5);
+  return v[i];
+}
+
+struct tp_arg
+{
+  nsbox_pool *pool;
+  double until;
+  int runs;
+};
+
+static void *
+tp_pool_thread (void *arg)
+{
+  struct tp_arg *a = arg;
+  while (now () < a->until)
+    {
+      struct nsbox_error *err = NULL;
+      nsbox_result *res = NULL;
+      if (nsbox_pool_run (a->pool, code, sizeof code - 1, NULL, &res, &err) < 0)
+        die ("nsbox_pool_run", err);
+      nsbox_result_free (res);
+      a->runs++;
+    }
+  return NULL;
+}
+
+static void *
+tp_cold_thread (void *arg)
+{
+  struct tp_arg *a = arg;
+  while (now () < a->until)
+    {
+      cold_once ();
+      a->runs++;
+    }
+  return NULL;
+}
+
+static double
+throughput (void *(*fn) (void *), nsbox_pool *pool, double seconds)
+{
+  struct tp_arg a[2] = { { pool, now () + seconds, 0 }, { pool, now () + seconds, 0 } };
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create (&t[i], NULL, fn, &a[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join (t[i], NULL);
+  return (a[0].runs + a[1].runs) / seconds;
+}
+
+/* RSS (kB) of the process tree under pid. */
+static long
+tree_rss_kb (pid_t pid)
+{
+  char path[64], buf[4096];
+  snprintf (path, sizeof path, "/proc/%d/status", (int)pid);
+  long rss = 0;
+  FILE *f = fopen (path, "re");
+  if (f)
+    {
+      while (fgets (buf, sizeof buf, f))
+        if (strncmp (buf, "VmRSS:", 6) == 0)
+          rss = strtol (buf + 6, NULL, 10);
+      fclose (f);
+    }
+  snprintf (path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  f = fopen (path, "re");
+  if (!f)
+    return rss;
+  size_t n = fread (buf, 1, sizeof buf - 1, f);
+  fclose (f);
+  buf[n] = '\0';
+  char *save = NULL;
+  for (char *tok = strtok_r (buf, " \n", &save); tok; tok = strtok_r (NULL, " \n", &save))
+    rss += tree_rss_kb ((pid_t)strtol (tok, NULL, 10));
+  return rss;
+}
+
+/* memory.usage_in_bytes (v1) or memory.current (v2) of the cgroup of pid. */
+static long
+cgroup_memory_kb (pid_t pid)
+{
+  char path[64], line[1024];
+  snprintf (path, sizeof path, "/proc/%d/cgroup", (int)pid);
+  FILE *f = fopen (path, "re");
+  if (!f)
+    return -1;
+  long kb = -1;
+  while (fgets (line, sizeof line, f) && kb < 0)
+    {
+      line[strcspn (line, "\n")] = '\0';
+      char *c1 = strchr (line, ':'), *c2 = c1 ? strchr (c1 + 1, ':') : NULL;
+      if (!c2)
+        continue;
+      char file[1400];
+      if (strstr (c1, ":memory:"))
+        snprintf (file, sizeof file, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", c2 + 1);
+      else if (line[0] == '0' && line[1] == ':' && line[2] == ':')
+        snprintf (file, sizeof file, "/sys/fs/cgroup%s/memory.current", c2 + 1);
+      else
+        continue;
+      FILE *m = fopen (file, "re");
+      if (m)
+        {
+          long long v;
+          if (fscanf (m, "%lld", &v) == 1)
+            kb = (long)(v / 1024);
+          fclose (m);
+        }
+    }
+  fclose (f);
+  return kb;
+}
+
+static void
+idle_memory (nsbox_config *config)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_pool_options *po = nsbox_pool_options_new (&err);
+  nsbox_pool *pool;
+  if (nsbox_pool_options_set (po, "size", "8", &err) < 0
+      || nsbox_pool_new (config, po, &pool, &err) < 0)
+    die ("pool", err);
+  wait_ready (pool, 8);
+  usleep (200000);
+  char path[64], buf[4096];
+  snprintf (path, sizeof path, "/proc/%d/task", (int)getpid ());
+  DIR *d = opendir (path);
+  long rss = 0, cg = 0;
+  int n = 0, ncg = 0;
+  struct dirent *e;
+  while (d && (e = readdir (d)))
+    {
+      if (e->d_name[0] == '.')
+        continue;
+      snprintf (buf, sizeof buf, "/proc/%d/task/%s/children", (int)getpid (), e->d_name);
+      FILE *f = fopen (buf, "re");
+      if (!f)
+        continue;
+      char list[4096];
+      size_t len = fread (list, 1, sizeof list - 1, f);
+      fclose (f);
+      list[len] = '\0';
+      char *save = NULL;
+      for (char *tok = strtok_r (list, " \n", &save); tok; tok = strtok_r (NULL, " \n", &save))
+        {
+          pid_t pid = (pid_t)strtol (tok, NULL, 10);
+          rss += tree_rss_kb (pid);
+          long kb = cgroup_memory_kb (pid);
+          if (kb >= 0)
+            {
+              cg += kb;
+              ncg++;
+            }
+          n++;
+        }
+    }
+  if (d)
+    closedir (d);
+  printf ("idle entry memory: %d entries; RSS of an entry's processes %.1f MiB; its cgroup's "
+          "memory %s%.1f MiB (target <= 12 MiB)\n",
+          n, n ? rss / 1024.0 / n : 0, ncg ? "" : "(no memory cgroup) ",
+          ncg ? cg / 1024.0 / ncg : 0);
+  nsbox_pool_free (pool);
+  nsbox_pool_options_free (po);
+}
+
+int
+main (int argc, char **argv)
+{
+  if (argc < 2)
+    {
+      fprintf (stderr, "usage: pool ROOTFS [native|runsc] [N]\n");
+      return 2;
+    }
+  rootfs = argv[1];
+  bool runsc = argc > 2 && strcmp (argv[2], "runsc") == 0;
+  int n = argc > 3 ? atoi (argv[3]) : 30;
+  if (n < 2)
+    n = 2;
+  struct nsbox_error *err = NULL;
+  nsbox_config *config = nsbox_config_new (&err);
+  if (!config || nsbox_config_set (config, "rootfs", rootfs, &err) < 0
+      || nsbox_config_set (config, "runtime", runsc ? "runsc" : "native", &err) < 0)
+    die ("config", err);
+  nsbox_pool *pool;
+  if (nsbox_pool_new (config, NULL, &pool, &err) < 0)
+    die ("pool", err);
+  double *a = calloc ((size_t)n, sizeof *a), *b = calloc ((size_t)n, sizeof *b),
+         *c = calloc ((size_t)n, sizeof *c);
+  int cold_served = 0;
+  for (int i = 0; i < n; i++)
+    {
+      bool warm;
+      c[i] = pool_once (pool, &warm);
+      cold_served += !warm;
+      if (runsc)
+        a[i] = lib_cold_once (config);
+      else
+        {
+          a[i] = cold_once ();
+          b[i] = prestart_once ();
+        }
+    }
+  double pool50 = pct (c, n, 0.5), pool99 = pct (c, n, 0.99), cold50 = pct (a, n, 0.5);
+  if (runsc)
+    {
+      printf ("runsc, %d runs each, interleaved:\n", n);
+      printf ("  cold nsbox_run (runsc)   p50 %7.2f ms\n", cold50 * 1e3);
+      printf ("  pooled (runsc)           p50 %7.2f ms  p99 %7.2f ms  (%d of %d served cold)\n",
+              pool50 * 1e3, pool99 * 1e3, cold_served, n);
+      printf ("  pooled / cold: %.3f (target <= 0.1)\n", pool50 / cold50);
+    }
+  else
+    {
+      double pre50 = pct (b, n, 0.5);
+      printf ("native, %d runs each, interleaved:\n", n);
+      printf ("  cold chroot python3 -      p50 %7.2f ms\n", cold50 * 1e3);
+      printf ("  pre-started python3 floor  p50 %7.2f ms  (%.2fx the cold start)\n", pre50 * 1e3,
+              pre50 / cold50);
+      printf ("  library pool               p50 %7.2f ms  p99 %7.2f ms  (%d of %d served cold)\n",
+              pool50 * 1e3, pool99 * 1e3, cold_served, n);
+      printf ("  pool p50 / pre-started floor: %.2f (target <= 1.1)\n", pool50 / pre50);
+      printf ("  pool p50 / cold start:        %.2f\n", pool50 / cold50);
+      double tp_pool = throughput (tp_pool_thread, pool, 5);
+      double tp_cold = throughput (tp_cold_thread, NULL, 5);
+      printf ("throughput at concurrency 2: library pool %.1f runs/s, bare chroot python3 %.1f "
+              "runs/s: %.2f (target >= 0.9)\n",
+              tp_pool, tp_cold, tp_pool / tp_cold);
+    }
+  nsbox_pool_free (pool);
+  if (!runsc)
+    idle_memory (config);
+  nsbox_config_free (config);
+  free (a);
+  free (b);
+  free (c);
+  return 0;
+}
