@@ -412,7 +412,7 @@ Test (result, missing_output_reads_as_empty_not_null, .timeout = 5)
   /* No runtime recorded: null rather than a guess. */
   char *text = encode (result);
   cr_assert_not_null (strstr (text, "\"stdout\":\"\",\"stderr\":\"\","), "%s", text);
-  cr_assert_not_null (strstr (text, "\"runtime\":null}"), "%s", text);
+  cr_assert_not_null (strstr (text, "\"runtime\":null,\"served\":\"cold\"}"), "%s", text);
   free (text);
   nsbox_result_free (result);
   nsbox_result_free (NULL);
