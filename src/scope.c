@@ -8,7 +8,6 @@
  * to what it can enforce and says why. */
 #include "scope.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -23,6 +22,7 @@
 
 #include <systemd/sd-bus.h>
 
+#include "dl.h"
 #include "util.h"
 
 /* Bounds the whole exchange with a user instance that is there but stuck;
@@ -65,11 +65,7 @@ static struct
   {                                                                                                \
     "sd_bus_" #field, (void **)&api.field                                                          \
   }
-static const struct
-{
-  const char *name;
-  void **slot;
-} api_symbols[] = {
+static const struct nsbox_dl_symbol api_symbols[] = {
   API_SYMBOL (open_user),
   API_SYMBOL (flush_close_unref),
   API_SYMBOL (message_unref),
@@ -255,13 +251,9 @@ fail (int r, const char *fmt, ...)
 static int
 load_api (void)
 {
-  void *lib = dlopen ("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (!lib)
-    return fail (-ENOENT, "cannot load libsystemd.so.0: %s", dlerror ());
-  for (size_t i = 0; i < ARRAY_SIZE (api_symbols); i++)
-    if (!(*api_symbols[i].slot = dlsym (lib, api_symbols[i].name)))
-      return fail (-ENOSYS, "libsystemd.so.0 has no %s", api_symbols[i].name);
-  return 0;
+  char why[192];
+  int r = nsbox_dl_load ("libsystemd.so.0", api_symbols, ARRAY_SIZE (api_symbols), why, sizeof why);
+  return r < 0 ? fail (r, "%s", why) : 0;
 }
 
 static int
