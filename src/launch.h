@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "result.h"
+#include "supervise.h"
 #include "util.h"
 
 struct nsbox_launch;
@@ -25,9 +26,8 @@ int nsbox_launch_start (const nsbox_config *config, struct nsbox_launch **launch
 /* Feeds `code` to the program, closes its stdin and supervises it exactly
  * like a cold run, the timeout counted from this call; fills `res` and
  * destroys the sandbox. Frees `launch` in every case. */
-int nsbox_launch_finish (struct nsbox_launch *launch, const char *code, size_t code_len,
-                         uint64_t timeout_ms, uint64_t max_output_bytes, struct nsbox_result *res,
-                         struct nsbox_error **err) NSBOX_INTERNAL;
+int nsbox_launch_finish (struct nsbox_launch *launch, const struct nsbox_dispatch *dispatch,
+                         struct nsbox_result *res, struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* Kills a sandbox that never ran, reaps it, removes its cgroups and work
  * directory and frees `launch`. NULL is allowed. */

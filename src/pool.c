@@ -61,6 +61,7 @@ struct nsbox_run_options
 {
   uint64_t timeout_ms;       /* 0: the pool's */
   uint64_t max_output_bytes; /* UINT64_MAX: the pool's */
+  int cancel_fd;             /* nsbox_run_options_set_cancel_fd, or -1 */
 };
 
 struct entry
@@ -166,7 +167,14 @@ nsbox_run_options_new (struct nsbox_error **err)
       return NULL;
     }
   o->max_output_bytes = UINT64_MAX;
+  o->cancel_fd = -1;
   return o;
+}
+
+void
+nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd)
+{
+  options->cancel_fd = fd;
 }
 
 void
@@ -270,7 +278,8 @@ start_entry (struct nsbox_pool *p, struct entry **out, struct nsbox_error **err)
           /* Finishing it yields the setup error its init reported, if any. */
           struct nsbox_result *res = calloc (1, sizeof *res);
           struct nsbox_error *why = NULL;
-          if (res && nsbox_launch_finish (TAKE_PTR (launch), NULL, 0, 1, 0, res, &why) < 0)
+          struct nsbox_dispatch d = { NULL, 0, 1, 0, -1 };
+          if (res && nsbox_launch_finish (TAKE_PTR (launch), &d, res, &why) < 0)
             {
               nsbox_result_free (res);
               if (err)
@@ -583,41 +592,73 @@ take_entry (struct nsbox_pool *p, uint64_t *cpu_at_dispatch)
     }
 }
 
+/* The pool's timeout and output cap, lowered by the run's options; a run
+ * may not raise them. */
+static int
+effective_limits (nsbox_pool *p, const nsbox_run_options *options, uint64_t *timeout_ms,
+                  uint64_t *max_output, struct nsbox_error **err)
+{
+  *timeout_ms = p->config->timeout_ms;
+  *max_output = p->config->max_output_bytes;
+  if (options && options->timeout_ms)
+    {
+      if (options->timeout_ms > *timeout_ms)
+        return nsbox_error_set (err, EINVAL,
+                                "timeout %" PRIu64 "ms is longer than the pool's %" PRIu64
+                                "ms: a pooled run may only shorten it",
+                                options->timeout_ms, *timeout_ms);
+      *timeout_ms = options->timeout_ms;
+    }
+  if (options && options->max_output_bytes != UINT64_MAX)
+    {
+      if (options->max_output_bytes > *max_output)
+        return nsbox_error_set (err, EINVAL,
+                                "max-output-bytes %" PRIu64 " is larger than the pool's %" PRIu64
+                                ": a pooled run may only lower it",
+                                options->max_output_bytes, *max_output);
+      *max_output = options->max_output_bytes;
+    }
+  return 0;
+}
+
+int
+nsbox_pool_check_options (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
+{
+  uint64_t t, m;
+  return effective_limits (p, options, &t, &m, err);
+}
+
 int
 nsbox_pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_options *options,
                 nsbox_result **out, struct nsbox_error **err)
 {
+  bool warm;
+  return nsbox_pool_run_served (p, code, code_len, options, out, &warm, err);
+}
+
+int
+nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
+                       const nsbox_run_options *options, nsbox_result **out, bool *warm,
+                       struct nsbox_error **err)
+{
+  *warm = false;
   if (!p || !out || (!code && code_len))
     return nsbox_error_set (err, EINVAL, "nsbox_pool_run: invalid arguments");
-  uint64_t timeout_ms = p->config->timeout_ms, max_output = p->config->max_output_bytes;
-  if (options && options->timeout_ms)
-    {
-      if (options->timeout_ms > timeout_ms)
-        return nsbox_error_set (err, EINVAL,
-                                "timeout %" PRIu64 "ms is longer than the pool's %" PRIu64
-                                "ms: a pooled run may only shorten it",
-                                options->timeout_ms, timeout_ms);
-      timeout_ms = options->timeout_ms;
-    }
-  if (options && options->max_output_bytes != UINT64_MAX)
-    {
-      if (options->max_output_bytes > max_output)
-        return nsbox_error_set (err, EINVAL,
-                                "max-output-bytes %" PRIu64 " is larger than the pool's %" PRIu64
-                                ": a pooled run may only lower it",
-                                options->max_output_bytes, max_output);
-      max_output = options->max_output_bytes;
-    }
+  uint64_t timeout_ms, max_output;
+  int r = effective_limits (p, options, &timeout_ms, &max_output, err);
+  if (r < 0)
+    return r;
+  struct nsbox_dispatch d
+      = { code, code_len, timeout_ms, max_output, options ? options->cancel_fd : -1 };
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);
   uint64_t cpu_at_dispatch = 0;
   struct entry *e = take_entry (p, &cpu_at_dispatch);
-  int r;
+  *warm = e != NULL;
   if (e)
     {
-      r = nsbox_launch_finish (TAKE_PTR (e->launch), code, code_len, timeout_ms, max_output, res,
-                               err);
+      r = nsbox_launch_finish (TAKE_PTR (e->launch), &d, res, err);
       free (e);
       res->warm = true;
       /* cpu_ms counts from dispatch: the program's start-up is not the run's. */
@@ -629,7 +670,7 @@ nsbox_pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_ru
       struct nsbox_launch *launch = NULL;
       r = nsbox_launch_start (p->config, &launch, err);
       if (r >= 0)
-        r = nsbox_launch_finish (launch, code, code_len, timeout_ms, max_output, res, err);
+        r = nsbox_launch_finish (launch, &d, res, err);
     }
   pthread_mutex_lock (&p->lock);
   if (r < 0)

@@ -3,6 +3,7 @@
 #ifndef NSBOX_POOL_H
 #define NSBOX_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,21 @@ struct nsbox_pool_stats
 };
 
 void nsbox_pool_get_stats (nsbox_pool *pool, struct nsbox_pool_stats *stats) NSBOX_INTERNAL;
+
+/* A connected socket whose hang-up kills the run (nsbox serve: the
+ * client's connection); the run then fails with ECANCELED. */
+void nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd) NSBOX_INTERNAL;
+
+/* nsbox_pool_run, telling in *warm whether a pooled sandbox took the run,
+ * also when it failed (the result is not there to say it). */
+int nsbox_pool_run_served (nsbox_pool *pool, const char *code, size_t code_len,
+                           const nsbox_run_options *options, nsbox_result **result, bool *warm,
+                           struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* Whether the run options fit the pool (they may only lower its limits):
+ * 0, or -EINVAL with the reason. */
+int nsbox_pool_check_options (nsbox_pool *pool, const nsbox_run_options *options,
+                              struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* How many entries wait for a run now. */
 size_t nsbox_pool_ready (nsbox_pool *pool) NSBOX_INTERNAL;

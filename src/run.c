@@ -318,17 +318,15 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
 }
 
 int
-nsbox_launch_finish (struct nsbox_launch *r, const char *code, size_t code_len, uint64_t timeout_ms,
-                     uint64_t max_output_bytes, struct nsbox_result *res, struct nsbox_error **err)
+nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
+                     struct nsbox_result *res, struct nsbox_error **err)
 {
   int ret;
   if (r->job)
-    ret = nsbox_runsc_finish (TAKE_PTR (r->job), &r->child, &r->streams, &r->limits, code, code_len,
-                              timeout_ms, max_output_bytes, res, err);
+    ret = nsbox_runsc_finish (TAKE_PTR (r->job), &r->child, &r->streams, &r->limits, d, res, err);
   else
     {
-      ret = nsbox_supervise (&r->child, &r->streams, &r->limits, code, code_len, timeout_ms,
-                             max_output_bytes, res, err);
+      ret = nsbox_supervise (&r->child, &r->streams, &r->limits, d, res, err);
       nsbox_limits_collect (&r->limits, res);
     }
   for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
@@ -519,8 +517,10 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
   struct nsbox_launch *launch = NULL;
   int ret = nsbox_launch_start (c, &launch, err);
   if (ret >= 0)
-    ret = nsbox_launch_finish (launch, code, code_len, c->timeout_ms, c->max_output_bytes, res,
-                               err);
+    {
+      struct nsbox_dispatch d = { code, code_len, c->timeout_ms, c->max_output_bytes, -1 };
+      ret = nsbox_launch_finish (launch, &d, res, err);
+    }
   if (ret < 0)
     {
       nsbox_result_free (res);

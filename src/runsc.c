@@ -445,12 +445,11 @@ nsbox_runsc_helper_started (const struct nsbox_runsc_job *job)
 
 int
 nsbox_runsc_finish (struct nsbox_runsc_job *job, struct nsbox_child *child,
-                    struct nsbox_streams *streams, struct nsbox_limits *limits, const char *code,
-                    size_t code_len, uint64_t timeout_ms, uint64_t max_output_bytes,
-                    struct nsbox_result *res, struct nsbox_error **err)
+                    struct nsbox_streams *streams, struct nsbox_limits *limits,
+                    const struct nsbox_dispatch *dispatch, struct nsbox_result *res,
+                    struct nsbox_error **err)
 {
-  int r = nsbox_supervise (child, streams, limits, code, code_len, timeout_ms, max_output_bytes,
-                           res, err);
+  int r = nsbox_supervise (child, streams, limits, dispatch, res, err);
   nsbox_limits_collect (limits, res);
   if (r < 0)
     r = nsbox_error_prefix (err, "runtime 'runsc'");

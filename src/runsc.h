@@ -12,6 +12,7 @@
 #include "result.h"
 #include "sandbox.h"
 #include "spawn.h"
+#include "supervise.h"
 
 /* The configuration nsbox_limits_prepare sees for a runsc run: the pids
  * limit becomes a host-side backstop for gVisor's own threads and stub
@@ -40,8 +41,7 @@ bool nsbox_runsc_helper_started (const struct nsbox_runsc_job *job) NSBOX_INTERN
  * frees the job and removes its work directory. */
 int nsbox_runsc_finish (struct nsbox_runsc_job *job, struct nsbox_child *child,
                         struct nsbox_streams *streams, struct nsbox_limits *limits,
-                        const char *code, size_t code_len, uint64_t timeout_ms,
-                        uint64_t max_output_bytes, struct nsbox_result *res,
+                        const struct nsbox_dispatch *dispatch, struct nsbox_result *res,
                         struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* After the child is killed and reaped: deletes what runsc left and frees

@@ -122,8 +122,11 @@ self_check (const struct nsbox_config *c)
   struct nsbox_streams streams;
   int r = nsbox_runsc_start (&plan, &none, &check_config, &job, &child, &streams, &err);
   if (r >= 0)
-    r = nsbox_runsc_finish (job, &child, &streams, &none, NULL, 0, check_config.timeout_ms,
-                            check_config.max_output_bytes, res, &err);
+    {
+      struct nsbox_dispatch d
+          = { NULL, 0, check_config.timeout_ms, check_config.max_output_bytes, -1 };
+      r = nsbox_runsc_finish (job, &child, &streams, &none, &d, res, &err);
+    }
   bool ok = r >= 0 && !res->timed_out && res->exit_code == 0;
   nsbox_error_free (err);
   nsbox_result_free (res);

@@ -41,7 +41,8 @@ struct loop
   struct nsbox_report error_report, status_report;
   size_t report_fill;
   char report_buf[sizeof (struct nsbox_report)];
-  bool exited, timed_out, killed;
+  int cancel_fd;
+  bool exited, timed_out, killed, cancelled;
   uint64_t deadline, kill_deadline;
 };
 
@@ -176,8 +177,8 @@ finished (const struct loop *l)
 static int
 poll_once (struct loop *l)
 {
-  struct pollfd p[5];
-  int n = 0, i_in = -1, i_out = -1, i_err = -1, i_rep = -1, i_pid = -1;
+  struct pollfd p[6];
+  int n = 0, i_in = -1, i_out = -1, i_err = -1, i_rep = -1, i_pid = -1, i_cancel = -1;
   if (l->s->stdin_fd >= 0)
     p[i_in = n++] = (struct pollfd){ l->s->stdin_fd, POLLOUT, 0 };
   if (l->s->stdout_fd >= 0)
@@ -188,6 +189,8 @@ poll_once (struct loop *l)
     p[i_rep = n++] = (struct pollfd){ l->s->report_fd, POLLIN, 0 };
   if (!l->exited)
     p[i_pid = n++] = (struct pollfd){ l->child->pidfd, POLLIN, 0 };
+  if (l->cancel_fd >= 0 && !l->killed)
+    p[i_cancel = n++] = (struct pollfd){ l->cancel_fd, POLLRDHUP, 0 };
   uint64_t now = nsbox_now_ms ();
   uint64_t until = l->killed ? l->kill_deadline : l->deadline;
   int wait = until > now ? (int)(until - now > 60000 ? 60000 : until - now) : 0;
@@ -203,6 +206,12 @@ poll_once (struct loop *l)
     read_reports (l);
   if (i_pid >= 0 && p[i_pid].revents)
     l->exited = true;
+  if (i_cancel >= 0 && p[i_cancel].revents)
+    {
+      kill_sandbox (l);
+      l->killed = l->cancelled = true;
+      l->kill_deadline = nsbox_now_ms () + KILL_GRACE_MS;
+    }
   return 0;
 }
 
@@ -274,13 +283,18 @@ set_nonblocking (int fd)
 
 int
 nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbox_limits *limits,
-                 const char *code, size_t code_len, uint64_t timeout_ms, uint64_t max_output_bytes,
-                 struct nsbox_result *res, struct nsbox_error **err)
+                 const struct nsbox_dispatch *d, struct nsbox_result *res, struct nsbox_error **err)
 {
-  struct loop l = { .child = child, .s = s, .limits = limits, .code = code, .code_len = code_len };
-  l.out.cap = l.errs.cap = max_output_bytes;
+  struct loop l = { .child = child,
+                    .s = s,
+                    .limits = limits,
+                    .code = d->code,
+                    .code_len = d->code_len,
+                    .cancel_fd = d->cancel_fd };
+  size_t code_len = d->code_len;
+  l.out.cap = l.errs.cap = d->max_output_bytes;
   uint64_t start = nsbox_now_ms ();
-  l.deadline = start + timeout_ms;
+  l.deadline = start + d->timeout_ms;
   set_nonblocking (s->stdin_fd);
   set_nonblocking (s->stdout_fd);
   set_nonblocking (s->stderr_fd);
@@ -330,5 +344,7 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   res->stderr_truncated = l.errs.truncated;
   if (r < 0)
     return nsbox_error_sys (err, -r, "supervise the sandbox");
+  if (l.cancelled)
+    return nsbox_error_set (err, ECANCELED, "the client went away: the run was killed");
   return conclude (&l, &info, res, err);
 }

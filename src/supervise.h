@@ -11,14 +11,25 @@
 #include "sandbox.h"
 #include "spawn.h"
 
+/* What bounds one run from the moment its code is handed over. */
+struct nsbox_dispatch
+{
+  const char *code;
+  size_t code_len;
+  uint64_t timeout_ms;
+  uint64_t max_output_bytes;
+  /* A connected socket (a server's client) whose hang-up kills the run,
+   * which then fails with ECANCELED; -1 for none. */
+  int cancel_fd;
+};
+
 /* Runs until the sandbox is gone and its output drained. Fills the output,
  * timing and exit fields of `res`. Returns a setup error reported by the
  * child (after reaping it) as a negative errno with `err` filled. Closes
  * every fd in `streams` and the child's pidfd. */
 int nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *streams,
-                     struct nsbox_limits *limits, const char *code, size_t code_len,
-                     uint64_t timeout_ms, uint64_t max_output_bytes, struct nsbox_result *res,
-                     struct nsbox_error **err) NSBOX_INTERNAL;
+                     struct nsbox_limits *limits, const struct nsbox_dispatch *dispatch,
+                     struct nsbox_result *res, struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t nsbox_now_ms (void) NSBOX_INTERNAL;
