@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,7 +18,11 @@
 #include "error.h"
 #include "image.h"
 #include "nsbox.h"
+#include "client.h"
+#include "pool.h"
 #include "seccomp.h"
+#include "serve.h"
+#include "units.h"
 #include "util.h"
 
 #define NSBOX_VERSION "0.1.0"
@@ -32,7 +37,38 @@ enum
   OPT_CONFIG = 1000,
   OPT_JSON,
   OPT_HELP,
+  /* nsbox run */
+  OPT_SERVER,
+  OPT_PROFILE,
+  OPT_TOKEN_FILE,
+  /* nsbox serve */
+  OPT_LISTEN,
+  OPT_PROFILE_FILE,
+  OPT_MAX_CONCURRENT,
+  OPT_MAX_QUEUE,
+  OPT_MAX_REQUEST_BYTES,
+  OPT_POOL_SIZE,
+  OPT_POOL_MAX_AGE,
+  OPT_POOL_REFILL,
   OPT_KEY_BASE = 2000,
+};
+
+/* The options of a command besides the configuration keys. */
+static const struct option run_options[] = {
+  { "server", required_argument, NULL, OPT_SERVER },
+  { "profile", required_argument, NULL, OPT_PROFILE },
+  { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+};
+static const struct option serve_options[] = {
+  { "listen", required_argument, NULL, OPT_LISTEN },
+  { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+  { "profile", required_argument, NULL, OPT_PROFILE_FILE },
+  { "max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT },
+  { "max-queue", required_argument, NULL, OPT_MAX_QUEUE },
+  { "max-request-bytes", required_argument, NULL, OPT_MAX_REQUEST_BYTES },
+  { "pool-size", required_argument, NULL, OPT_POOL_SIZE },
+  { "pool-max-age", required_argument, NULL, OPT_POOL_MAX_AGE },
+  { "pool-refill", required_argument, NULL, OPT_POOL_REFILL },
 };
 
 struct setting
@@ -49,19 +85,32 @@ struct cli
   size_t nsettings;
   char **command;
   size_t command_len;
+  const struct option *extra; /* run_options or serve_options */
+  size_t n_extra;
+  /* The values of the extra options, indexed by option - OPT_SERVER. */
+  const char *extra_value[OPT_POOL_REFILL - OPT_SERVER + 1];
+  const char **profiles; /* serve: --profile NAME=FILE, in order */
+  size_t n_profiles;
 };
 
 static void
 usage (FILE *out)
 {
-  fprintf (out, "usage: nsbox run [OPTIONS] [-- COMMAND [ARG...]] < code.py\n"
-                "       nsbox check-policy FILE\n"
-                "       nsbox --version\n\n"
-                "Runs the code on stdin in a fresh, single-use sandbox (default command:\n"
-                "python -). Precedence: built-in defaults < --config FILE < flags.\n\n"
-                "options:\n"
-                "  --config FILE          load a YAML configuration (see policies/nsbox.yaml)\n"
-                "  --json                 print the result as one JSON object on stdout\n");
+  fprintf (out,
+           "usage: nsbox run [OPTIONS] [-- COMMAND [ARG...]] < code.py\n"
+           "       nsbox run --server unix:PATH|http://HOST:PORT [--profile NAME]\n"
+           "                 [--token-file FILE] [--timeout T] [--max-output-bytes N] < code.py\n"
+           "       nsbox serve [OPTIONS] [--listen unix:PATH|tcp:ADDR:PORT] [--token-file FILE]\n"
+           "                 [--profile NAME=CONFIG.yaml]... [--max-concurrent N] [--max-queue N]\n"
+           "                 [--max-request-bytes SIZE] [--pool-size N] [--pool-max-age T]\n"
+           "                 [--pool-refill N]\n"
+           "       nsbox check-policy FILE\n"
+           "       nsbox --version\n\n"
+           "Runs the code on stdin in a fresh, single-use sandbox (default command:\n"
+           "python -). Precedence: built-in defaults < --config FILE < flags.\n\n"
+           "options:\n"
+           "  --config FILE          load a YAML configuration (see policies/nsbox.yaml)\n"
+           "  --json                 print the result as one JSON object on stdout\n");
   for (const struct nsbox_key_info *k = nsbox_config_keys (); k->name; k++)
     {
       char flag[64];
@@ -85,13 +134,13 @@ static int __attribute__ ((format (printf, 1, 2))) fail (const char *fmt, ...)
 
 /* getopt_long options built from the one key table. */
 static struct option *
-build_options (void)
+build_options (const struct cli *cli)
 {
   size_t n = 0;
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   while (keys[n].name)
     n++;
-  struct option *opts = calloc (n + 4, sizeof *opts);
+  struct option *opts = calloc (n + 4 + cli->n_extra, sizeof *opts);
   if (!opts)
     return NULL;
   for (size_t i = 0; i < n; i++)
@@ -101,15 +150,18 @@ build_options (void)
   opts[n] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
   opts[n + 1] = (struct option){ "json", no_argument, NULL, OPT_JSON };
   opts[n + 2] = (struct option){ "help", no_argument, NULL, OPT_HELP };
+  for (size_t i = 0; i < cli->n_extra; i++)
+    opts[n + 3 + i] = cli->extra[i];
   return opts;
 }
 
 static int
 parse_args (struct cli *cli, int argc, char **argv)
 {
-  cleanup_free struct option *opts = build_options ();
+  cleanup_free struct option *opts = build_options (cli);
   cli->settings = calloc ((size_t)argc, sizeof *cli->settings);
-  if (!opts || !cli->settings)
+  cli->profiles = calloc ((size_t)argc, sizeof *cli->profiles);
+  if (!opts || !cli->settings || !cli->profiles)
     return fail ("%s", "out of memory");
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   optind = 1;
@@ -126,6 +178,10 @@ parse_args (struct cli *cli, int argc, char **argv)
           usage (stdout);
           exit (0);
         }
+      else if (c == OPT_PROFILE_FILE)
+        cli->profiles[cli->n_profiles++] = optarg;
+      else if (c >= OPT_SERVER && c <= OPT_POOL_REFILL)
+        cli->extra_value[c - OPT_SERVER] = optarg;
       else if (c >= OPT_KEY_BASE)
         {
           const struct nsbox_key_info *k = &keys[c - OPT_KEY_BASE];
@@ -222,19 +278,69 @@ read_code (char **code, size_t *len)
   return 0;
 }
 
-static int
-exit_status (const nsbox_result *res)
+/* What the CLI shows of a result: from nsbox_result, or from the JSON a
+ * server answered. */
+struct shown
 {
-  if (nsbox_result_timed_out (res))
+  const char *out, *err;
+  size_t out_len, err_len;
+  bool out_truncated, err_truncated, timed_out, oom_killed;
+  int exit_code;
+};
+
+static struct shown
+shown_of_result (const nsbox_result *res)
+{
+  struct shown v = { 0 };
+  v.out = nsbox_result_stdout (res, &v.out_len);
+  v.err = nsbox_result_stderr (res, &v.err_len);
+  v.out_truncated = nsbox_result_stdout_truncated (res);
+  v.err_truncated = nsbox_result_stderr_truncated (res);
+  v.timed_out = nsbox_result_timed_out (res);
+  v.oom_killed = nsbox_result_oom_killed (res);
+  v.exit_code = nsbox_result_exit_code (res);
+  return v;
+}
+
+static int
+exit_status (const struct shown *v)
+{
+  if (v->timed_out)
     return EXIT_TIMED_OUT;
-  if (nsbox_result_oom_killed (res))
+  if (v->oom_killed)
     return EXIT_OOM;
-  return nsbox_result_exit_code (res);
+  return v->exit_code;
+}
+
+/* The program's output and nsbox's notes. `config` gives the limits named
+ * in the notes; NULL when a server's profile set them. */
+static int
+show (const struct shown *v, const nsbox_config *config)
+{
+  nsbox_write_all (STDOUT_FILENO, v->out, v->out_len);
+  nsbox_write_all (STDERR_FILENO, v->err, v->err_len);
+  /* Through a server its profile set the limits: the notes name none. */
+  cleanup_free char *cap = config ? nsbox_config_get (config, "max-output-bytes", NULL) : NULL;
+  cleanup_free char *t = config ? nsbox_config_get (config, "timeout", NULL) : NULL;
+  cleanup_free char *m = config ? nsbox_config_get (config, "memory", NULL) : NULL;
+  if (v->out_truncated)
+    fprintf (stderr, "nsbox: stdout truncated%s%s%s\n", cap ? " at " : "", cap ? cap : "",
+             cap ? " bytes" : "");
+  if (v->err_truncated)
+    fprintf (stderr, "nsbox: stderr truncated%s%s%s\n", cap ? " at " : "", cap ? cap : "",
+             cap ? " bytes" : "");
+  if (v->timed_out)
+    fprintf (stderr, "nsbox: timed out%s%s\n", t ? " after " : "", t ? t : "");
+  else if (v->oom_killed)
+    fprintf (stderr, "nsbox: killed by the memory limit%s%s%s\n", m ? " (" : "", m ? m : "",
+             m ? ")" : "");
+  return exit_status (v);
 }
 
 static int
 report (const struct cli *cli, const nsbox_config *config, const nsbox_result *res)
 {
+  struct shown v = shown_of_result (res);
   if (cli->json)
     {
       cleanup_error struct nsbox_error *err = NULL;
@@ -243,40 +349,149 @@ report (const struct cli *cli, const nsbox_config *config, const nsbox_result *r
         return fail ("%s", nsbox_error_message (err));
       nsbox_write_all (STDOUT_FILENO, json, strlen (json));
       nsbox_write_all (STDOUT_FILENO, "\n", 1);
-      return exit_status (res);
+      return exit_status (&v);
     }
-  size_t len;
-  const char *out = nsbox_result_stdout (res, &len);
-  nsbox_write_all (STDOUT_FILENO, out, len);
-  out = nsbox_result_stderr (res, &len);
-  nsbox_write_all (STDERR_FILENO, out, len);
-  cleanup_free char *cap = nsbox_config_get (config, "max-output-bytes", NULL);
-  if (nsbox_result_stdout_truncated (res))
-    fprintf (stderr, "nsbox: stdout truncated at %s bytes\n", cap ? cap : "?");
-  if (nsbox_result_stderr_truncated (res))
-    fprintf (stderr, "nsbox: stderr truncated at %s bytes\n", cap ? cap : "?");
-  if (nsbox_result_timed_out (res))
+  return show (&v, config);
+}
+
+/* ---- nsbox run --server ---- */
+
+static const char *
+extra (const struct cli *cli, int opt)
+{
+  return cli->extra_value[opt - OPT_SERVER];
+}
+
+static int
+read_token_file (const char *path, char **token)
+{
+  cleanup_free char *data = NULL;
+  size_t len = 0;
+  cleanup_error struct nsbox_error *err = NULL;
+  if (nsbox_read_file (path, 4096, "token file", &data, &len, &err) < 0)
+    return fail ("%s", nsbox_error_message (err));
+  data[strcspn (data, "\r\n")] = '\0';
+  *token = TAKE_PTR (data);
+  return 0;
+}
+
+/* The request: the code, the profile, and every configuration flag as a
+ * key of the one vocabulary (the server refuses what a run cannot change). */
+static char *
+run_request (const struct cli *cli, const char *code, size_t len)
+{
+  json_t *o = json_object ();
+  if (!o || json_object_set_new (o, "code", json_stringn (code, len)) < 0)
     {
-      cleanup_free char *t = nsbox_config_get (config, "timeout", NULL);
-      fprintf (stderr, "nsbox: timed out after %s\n", t ? t : "the timeout");
+      json_decref (o);
+      return NULL;
     }
-  else if (nsbox_result_oom_killed (res))
+  if (extra (cli, OPT_PROFILE))
+    json_object_set_new (o, "profile", json_string (extra (cli, OPT_PROFILE)));
+  for (size_t i = 0; i < cli->nsettings; i++)
+    json_object_set_new (o, cli->settings[i].key, json_string (cli->settings[i].value));
+  char *text = json_dumps (o, JSON_COMPACT);
+  json_decref (o);
+  return text;
+}
+
+static bool
+json_flag (json_t *o, const char *key)
+{
+  return json_is_true (json_object_get (o, key));
+}
+
+static int
+report_answer (const struct cli *cli, long status, const char *answer, size_t len)
+{
+  json_error_t jerr;
+  json_t *o = json_loadb (answer, len, JSON_ALLOW_NUL, &jerr);
+  if (!o || !json_is_object (o))
     {
-      cleanup_free char *m = nsbox_config_get (config, "memory", NULL);
-      fprintf (stderr, "nsbox: killed by the memory limit (%s)\n", m ? m : "?");
+      json_decref (o);
+      return fail ("the server answered %ld with a body that is not a JSON object", status);
     }
-  return exit_status (res);
+  if (status != 200)
+    {
+      const char *msg = json_string_value (json_object_get (o, "error"));
+      int r = fail ("the server refused the run (HTTP %ld): %s", status, msg ? msg : "?");
+      json_decref (o);
+      return r;
+    }
+  json_t *out = json_object_get (o, "stdout"), *err = json_object_get (o, "stderr");
+  json_t *code = json_object_get (o, "exit_code");
+  if (!json_is_string (out) || !json_is_string (err) || !json_is_integer (code))
+    {
+      json_decref (o);
+      return fail ("the server's result lacks stdout, stderr or exit_code");
+    }
+  struct shown v = {
+    .out = json_string_value (out),
+    .out_len = json_string_length (out),
+    .err = json_string_value (err),
+    .err_len = json_string_length (err),
+    .out_truncated = json_flag (o, "stdout_truncated"),
+    .err_truncated = json_flag (o, "stderr_truncated"),
+    .timed_out = json_flag (o, "timed_out"),
+    .oom_killed = json_flag (o, "oom_killed"),
+    .exit_code = (int)json_integer_value (code),
+  };
+  int r;
+  if (cli->json)
+    {
+      nsbox_write_all (STDOUT_FILENO, answer, len);
+      nsbox_write_all (STDOUT_FILENO, "\n", 1);
+      r = exit_status (&v);
+    }
+  else
+    r = show (&v, NULL);
+  json_decref (o);
+  return r;
+}
+
+static int
+run_on_server (const struct cli *cli, const char *code, size_t len)
+{
+  if (cli->command_len > 0)
+    return fail ("a command (-- COMMAND) cannot be sent to a server: its profile sets it");
+  if (cli->config_file)
+    return fail ("--config cannot be sent to a server: its profiles set the configuration");
+  cleanup_free char *token = NULL;
+  if (extra (cli, OPT_TOKEN_FILE) && read_token_file (extra (cli, OPT_TOKEN_FILE), &token) != 0)
+    return EXIT_NSBOX_FAILED;
+  cleanup_free char *body = run_request (cli, code, len);
+  if (!body)
+    return fail ("%s", "out of memory");
+  long status = 0;
+  cleanup_free char *answer = NULL;
+  size_t answer_len = 0;
+  char why[512];
+  if (nsbox_client_post_run (extra (cli, OPT_SERVER), token, body, strlen (body), &status, &answer,
+                             &answer_len, why, sizeof why)
+      < 0)
+    return fail ("%s", why);
+  return report_answer (cli, status, answer, answer_len);
 }
 
 static int
 cmd_run (int argc, char **argv)
 {
-  struct cli cli = { 0 };
+  struct cli cli = { .extra = run_options, .n_extra = ARRAY_SIZE (run_options) };
   int ret = parse_args (&cli, argc, argv);
   cleanup_free struct setting *settings = cli.settings;
+  cleanup_free const char **profiles = cli.profiles;
   if (ret != 0)
     return ret;
+  if (!extra (&cli, OPT_SERVER) && (extra (&cli, OPT_PROFILE) || extra (&cli, OPT_TOKEN_FILE)))
+    return fail ("--profile and --token-file go with --server");
   cleanup_error struct nsbox_error *err = NULL;
+  if (extra (&cli, OPT_SERVER))
+    {
+      cleanup_free char *code = NULL;
+      size_t code_len = 0;
+      ret = read_code (&code, &code_len);
+      return ret != 0 ? ret : run_on_server (&cli, code, code_len);
+    }
   nsbox_config *config = nsbox_config_new (&err);
   if (!config)
     return fail ("%s", nsbox_error_message (err));
@@ -297,6 +512,147 @@ cmd_run (int argc, char **argv)
   nsbox_result_free (res);
   nsbox_image_release (&image);
   nsbox_config_free (config);
+  return ret;
+}
+
+/* ---- nsbox serve ---- */
+
+static int
+set_count (const char *flag, const char *value, uint64_t min, uint64_t max, uint64_t *out)
+{
+  uint64_t v = 0;
+  if (!value || nsbox_parse_count (value, &v) < 0 || v < min || v > max)
+    return fail ("invalid value '%s' for --%s: expected a number from %llu to %llu",
+                 value ? value : "", flag, (unsigned long long)min, (unsigned long long)max);
+  *out = v;
+  return 0;
+}
+
+static int
+add_profile (struct nsbox_serve_profile *profiles, size_t *n, const char *name,
+             nsbox_config *config)
+{
+  if (*n >= NSBOX_SERVE_MAX_PROFILES)
+    {
+      nsbox_config_free (config);
+      return fail ("at most %d profiles", NSBOX_SERVE_MAX_PROFILES);
+    }
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp (profiles[i].name, name) == 0)
+      {
+        nsbox_config_free (config);
+        return fail ("profile '%s' is given twice", name);
+      }
+  snprintf (profiles[*n].name, sizeof profiles[*n].name, "%s", name);
+  profiles[(*n)++].config = config;
+  return 0;
+}
+
+static int
+serve_profiles (const struct cli *cli, struct nsbox_serve_profile *profiles, size_t *n)
+{
+  cleanup_error struct nsbox_error *err = NULL;
+  nsbox_config *config = nsbox_config_new (&err);
+  if (!config)
+    return fail ("%s", nsbox_error_message (err));
+  if (configure (cli, config) != 0)
+    {
+      nsbox_config_free (config);
+      return EXIT_NSBOX_FAILED;
+    }
+  if (add_profile (profiles, n, "default", config) != 0)
+    return EXIT_NSBOX_FAILED;
+  for (size_t i = 0; i < cli->n_profiles; i++)
+    {
+      const char *spec = cli->profiles[i], *eq = strchr (spec, '=');
+      size_t nl = eq ? (size_t)(eq - spec) : 0;
+      if (!eq || nl == 0 || nl >= sizeof profiles[0].name || !eq[1]
+          || strspn (spec, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+                 != nl)
+        return fail ("--profile '%s': expected NAME=CONFIG.yaml (NAME: letters, digits, _ -)",
+                     spec);
+      char name[64];
+      snprintf (name, sizeof name, "%.*s", (int)nl, spec);
+      nsbox_config *pc = nsbox_config_new (&err);
+      if (!pc || nsbox_config_load_yaml (pc, eq + 1, &err) < 0)
+        {
+          nsbox_config_free (pc);
+          return fail ("profile '%s': %s", name, nsbox_error_message (err));
+        }
+      if (add_profile (profiles, n, name, pc) != 0)
+        return EXIT_NSBOX_FAILED;
+    }
+  return 0;
+}
+
+static int
+serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
+{
+  long ncpu = sysconf (_SC_NPROCESSORS_ONLN);
+  o->listen = extra (cli, OPT_LISTEN);
+  o->token_file = extra (cli, OPT_TOKEN_FILE);
+  o->max_concurrent = ncpu > 0 ? (uint64_t)ncpu : 2;
+  o->max_queue = 64;
+  o->max_request_bytes = MAX_CODE_BYTES;
+  if ((extra (cli, OPT_MAX_CONCURRENT)
+       && set_count ("max-concurrent", extra (cli, OPT_MAX_CONCURRENT), 1, 4096, &o->max_concurrent)
+              != 0)
+      || (extra (cli, OPT_MAX_QUEUE)
+          && set_count ("max-queue", extra (cli, OPT_MAX_QUEUE), 0, 65536, &o->max_queue) != 0))
+    return EXIT_NSBOX_FAILED;
+  if (extra (cli, OPT_MAX_REQUEST_BYTES))
+    {
+      uint64_t v = 0;
+      if (nsbox_parse_size (extra (cli, OPT_MAX_REQUEST_BYTES), &v) < 0 || v == 0
+          || v > MAX_CODE_BYTES)
+        return fail ("invalid value '%s' for --max-request-bytes: expected a size up to 64m",
+                     extra (cli, OPT_MAX_REQUEST_BYTES));
+      o->max_request_bytes = v;
+    }
+  cleanup_error struct nsbox_error *err = NULL;
+  static const struct
+  {
+    int opt;
+    const char *key;
+  } pool_keys[] = { { OPT_POOL_SIZE, "size" },
+                    { OPT_POOL_MAX_AGE, "max-age" },
+                    { OPT_POOL_REFILL, "refill-concurrency" } };
+  for (size_t i = 0; i < ARRAY_SIZE (pool_keys); i++)
+    if (extra (cli, pool_keys[i].opt)
+        && nsbox_pool_options_set (o->pool_options, pool_keys[i].key, extra (cli, pool_keys[i].opt),
+                                   &err)
+               < 0)
+      return fail ("%s", nsbox_error_message (err));
+  return 0;
+}
+
+static int
+cmd_serve (int argc, char **argv)
+{
+  struct cli cli = { .extra = serve_options, .n_extra = ARRAY_SIZE (serve_options) };
+  int ret = parse_args (&cli, argc, argv);
+  cleanup_free struct setting *settings = cli.settings;
+  cleanup_free const char **profiles_arg = cli.profiles;
+  if (ret != 0)
+    return ret;
+  if (cli.json)
+    return fail ("--json is not a serve option: every answer is JSON");
+  cleanup_error struct nsbox_error *err = NULL;
+  struct nsbox_serve_options o = { .pool_options = nsbox_pool_options_new (&err) };
+  if (!o.pool_options)
+    return fail ("%s", nsbox_error_message (err));
+  struct nsbox_serve_profile profiles[NSBOX_SERVE_MAX_PROFILES];
+  memset (profiles, 0, sizeof profiles);
+  size_t n = 0;
+  ret = serve_settings (&cli, &o);
+  if (ret == 0)
+    ret = serve_profiles (&cli, profiles, &n);
+  if (ret == 0)
+    ret = nsbox_serve (profiles, n, &o);
+  else
+    for (size_t i = 0; i < n; i++)
+      nsbox_config_free (profiles[i].config);
+  nsbox_pool_options_free (o.pool_options);
   return ret;
 }
 
@@ -332,6 +688,8 @@ main (int argc, char **argv)
   signal (SIGPIPE, SIG_IGN);
   if (argc >= 2 && strcmp (argv[1], "run") == 0)
     return cmd_run (argc - 1, argv + 1);
+  if (argc >= 2 && strcmp (argv[1], "serve") == 0)
+    return cmd_serve (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "check-policy") == 0)
     return cmd_check_policy (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "--version") == 0)

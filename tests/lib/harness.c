@@ -372,6 +372,13 @@ parse_json (struct run_out *out)
 void
 run_cli_spawn (const char *const *extra_args, bool as_json, struct run_job *job)
 {
+  run_nsbox_spawn ("run", true, extra_args, as_json, job);
+}
+
+void
+run_nsbox_spawn (const char *command, bool sandbox_args, const char *const *extra_args,
+                 bool as_json, struct run_job *job)
+{
   /* Measured before any sandbox of the test runs, never while one does. */
   harness_time_scale ();
   memset (job, 0, sizeof *job);
@@ -386,10 +393,12 @@ run_cli_spawn (const char *const *extra_args, bool as_json, struct run_job *job)
   cr_assert_not_null (argv);
   size_t argc = 0;
   argv[argc++] = bin;
-  argv[argc++] = "run";
-  argv[argc++] = "--rootfs";
-  argv[argc++] = rootfs;
-  if (runtime_forced ())
+  argv[argc++] = command;
+  if (sandbox_args)
+    argv[argc++] = "--rootfs";
+  if (sandbox_args)
+    argv[argc++] = rootfs;
+  if (sandbox_args && runtime_forced ())
     {
       argv[argc++] = "--runtime";
       argv[argc++] = harness_runtime ();
@@ -2039,4 +2048,15 @@ remove_tree (const char *path)
 {
   if (path)
     nftw (path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+char *
+user_dir (void)
+{
+  struct test_ids ids = test_ids ();
+  char tmpl[] = "/tmp/nsbox-test-XXXXXX";
+  cr_assert_not_null (mkdtemp (tmpl), "mkdtemp: %s", strerror (errno));
+  if (ids.drop)
+    cr_assert (chown (tmpl, ids.uid, ids.gid) == 0, "chown %s: %s", tmpl, strerror (errno));
+  return strdup (tmpl);
 }

@@ -150,6 +150,10 @@ struct run_job
   bool as_json;
 };
 void run_cli_spawn (const char *const *extra_args, bool as_json, struct run_job *job);
+/* The same for any nsbox COMMAND; sandbox_args: --rootfs and the forced
+ * runtime first, as run_cli_spawn gives `run`. */
+void run_nsbox_spawn (const char *command, bool sandbox_args, const char *const *extra_args,
+                      bool as_json, struct run_job *job);
 void run_job_feed (struct run_job *job, const char *code, size_t len);
 void run_cli_wait (struct run_job *job, const char *code, size_t len, struct run_out *out);
 /* The same case through the library: the CLI-style extra arguments become
@@ -194,6 +198,35 @@ struct pool_counts pool_counts (struct pool_job *job);
 int pool_entry_pids (struct pool_job *job, pid_t *pids, int max);
 /* nsbox_pool_free, then the launcher exits; asserts it ended cleanly. */
 void pool_stop (struct pool_job *job);
+
+/* `nsbox serve` as the test user (serve_job.c), on a unix socket in a
+ * fresh directory of that user, with --rootfs, the forced runtime and the
+ * case's arguments; serve_start waits until /v1/health answers. */
+struct serve_job
+{
+  struct run_job job;
+  char dir[64];
+  char socket[128];
+  char server_arg[160]; /* "unix:" socket */
+};
+void serve_start (const char *const *extra_args, struct serve_job *s);
+/* SIGTERM, then waits (bounded); returns the server's exit status and its
+ * stderr in *log (caller frees; may be NULL). */
+int serve_stop (struct serve_job *s, char **log);
+/* `nsbox run --server ... --json EXTRA` with `code` on stdin, like run_cli. */
+void serve_run (struct serve_job *s, const char *code, const char *const *extra_args,
+                struct run_out *out);
+/* One HTTP request on the server's socket, or to http://HOST:PORT
+ * (libcurl). Returns the status (-1 when no answer came);
+ * *body (caller frees) the answer; *retry_after whether that header came.
+ * headers: NULL-terminated "Name: value" list or NULL. */
+long serve_http (const char *socket, const char *method, const char *path, const char *body,
+                 size_t body_len, const char *const *headers, char **answer, bool *retry_after);
+/* A free TCP port on 127.0.0.1 (bound, then released). */
+uint16_t free_tcp_port (void);
+/* Directory of the test user (or of the harness's user) for files the
+ * server must read: a fresh 0700 directory; free and rm -r it. */
+char *user_dir (void);
 
 /* run_cli or run_lib. */
 void run_mode (enum run_mode mode, const char *code, const char *const *extra_args,

@@ -1,0 +1,389 @@
+/* `nsbox serve`: the server process. One warm pool per profile, a
+ * libmicrohttpd daemon with a thread per connection (a run blocks its
+ * connection's thread; admission in serve_api.c bounds how many run and
+ * wait), the listening socket, and the drain on SIGTERM/SIGINT.
+ *
+ * The socket: unix:PATH by default (mode 0660; a missing parent directory is
+ * created 0750; an existing one must be a real directory owned by us or
+ * root and not writable by others; a stale socket is replaced, a live one
+ * refused), or tcp:ADDR:PORT, only with --token-file (every request then
+ * needs "Authorization: Bearer TOKEN"; TLS is a reverse proxy's job), or
+ * the socket systemd passes (LISTEN_FDS, socket activation). */
+#include "serve.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "dl.h"
+#include "error.h"
+#include "util.h"
+
+struct nsbox_mhd_api nsbox_mhd;
+
+#define MHD_SYMBOL(field)                                                                          \
+  {                                                                                                \
+    "MHD_" #field, (void **)&nsbox_mhd.field                                                       \
+  }
+static const struct nsbox_dl_symbol mhd_symbols[] = {
+  MHD_SYMBOL (start_daemon),        MHD_SYMBOL (stop_daemon),
+  MHD_SYMBOL (quiesce_daemon),      MHD_SYMBOL (create_response_from_buffer),
+  MHD_SYMBOL (add_response_header), MHD_SYMBOL (queue_response),
+  MHD_SYMBOL (destroy_response),    MHD_SYMBOL (lookup_connection_value),
+  MHD_SYMBOL (get_connection_info),
+};
+
+/* Beyond this many connections libmicrohttpd refuses new ones outright;
+ * below it, admission answers 503 past max-concurrent + max-queue. */
+#define CONNECTION_LIMIT 1024
+/* A connection that sends nothing for this long is closed. */
+#define IDLE_SECONDS 60
+
+static int __attribute__ ((format (printf, 1, 2))) fail (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  fputs ("nsbox serve: ", stderr);
+  vfprintf (stderr, fmt, ap);
+  fputc ('\n', stderr);
+  va_end (ap);
+  return -1;
+}
+
+/* ---- the listening socket ---- */
+
+struct listener
+{
+  int fd;
+  char *unix_path; /* ours to remove at the end, or NULL */
+  bool tcp;
+};
+
+static char *
+default_socket_path (void)
+{
+  if (geteuid () == 0)
+    return xasprintf ("/run/nsbox/nsbox.sock");
+  const char *runtime = getenv ("XDG_RUNTIME_DIR");
+  if (runtime && runtime[0] == '/')
+    return xasprintf ("%s/nsbox/nsbox.sock", runtime);
+  return xasprintf ("/tmp/nsbox-%u/nsbox.sock", (unsigned)geteuid ());
+}
+
+/* The socket's directory: created 0750 when missing (its parent must
+ * exist); else it must be a directory, not a symlink, owned by us or
+ * root, and writable by nobody else. */
+static int
+check_socket_dir (const char *path)
+{
+  cleanup_free char *dir = strdup (path);
+  if (!dir)
+    return fail ("out of memory");
+  char *slash = strrchr (dir, '/');
+  if (!slash || slash == dir)
+    return 0;
+  *slash = '\0';
+  if (mkdir (dir, 0750) < 0 && errno != EEXIST)
+    return fail ("create the socket directory '%s': %s", dir, strerror (errno));
+  struct stat st;
+  if (lstat (dir, &st) < 0)
+    return fail ("socket directory '%s': %s", dir, strerror (errno));
+  if (!S_ISDIR (st.st_mode))
+    return fail ("socket directory '%s' is not a directory (a symlink is refused)", dir);
+  if (st.st_uid != geteuid () && st.st_uid != 0)
+    return fail ("socket directory '%s' belongs to uid %u, not to this user or root", dir,
+                 (unsigned)st.st_uid);
+  if (st.st_mode & S_IWOTH)
+    return fail ("socket directory '%s' is writable by others (mode %04o)", dir,
+                 (unsigned)(st.st_mode & 07777));
+  return 0;
+}
+
+static int
+listen_unix (const char *path, struct listener *l)
+{
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  if (path[0] != '/' || strlen (path) >= sizeof addr.sun_path)
+    return fail ("unix socket path '%s' must be absolute and shorter than %zu bytes", path,
+                 sizeof addr.sun_path);
+  if (check_socket_dir (path) < 0)
+    return -1;
+  memcpy (addr.sun_path, path, strlen (path) + 1);
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return fail ("socket: %s", strerror (errno));
+  struct stat st;
+  if (lstat (path, &st) == 0)
+    {
+      if (!S_ISSOCK (st.st_mode))
+        {
+          close (fd);
+          return fail ("'%s' exists and is not a socket: refusing to replace it", path);
+        }
+      /* A live server answers; a stale socket (its server was killed) is
+       * replaced. */
+      if (connect (fd, (struct sockaddr *)&addr, sizeof addr) == 0)
+        {
+          close (fd);
+          return fail ("another server is listening on '%s'", path);
+        }
+      unlink (path);
+    }
+  mode_t old = umask (0117);
+  int r = bind (fd, (struct sockaddr *)&addr, sizeof addr);
+  umask (old);
+  if (r < 0 || chmod (path, 0660) < 0 || listen (fd, 256) < 0)
+    {
+      int e = errno;
+      close (fd);
+      return fail ("listen on '%s': %s", path, strerror (e));
+    }
+  l->fd = fd;
+  l->unix_path = strdup (path);
+  return l->unix_path ? 0 : fail ("out of memory");
+}
+
+static int
+listen_tcp (const char *spec, struct listener *l)
+{
+  /* ADDR:PORT; ADDR may be [v6]. */
+  cleanup_free char *copy = strdup (spec);
+  if (!copy)
+    return fail ("out of memory");
+  char *colon = strrchr (copy, ':');
+  if (!colon || colon == copy || !colon[1])
+    return fail ("--listen tcp:%s: expected tcp:ADDR:PORT", spec);
+  *colon = '\0';
+  char *host = copy;
+  size_t hl = strlen (host);
+  if (host[0] == '[' && hl > 2 && host[hl - 1] == ']')
+    {
+      host[hl - 1] = '\0';
+      host++;
+    }
+  struct addrinfo hints
+      = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE, .ai_socktype = SOCK_STREAM };
+  struct addrinfo *ai = NULL;
+  int g = getaddrinfo (host, colon + 1, &hints, &ai);
+  if (g != 0)
+    return fail ("--listen tcp:%s: %s (a numeric address and port are expected)", spec,
+                 gai_strerror (g));
+  int fd = socket (ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  int r = fd < 0 ? -1 : setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (r == 0)
+    r = bind (fd, ai->ai_addr, ai->ai_addrlen);
+  if (r == 0)
+    r = listen (fd, 256);
+  int e = errno;
+  freeaddrinfo (ai);
+  if (r < 0)
+    {
+      if (fd >= 0)
+        close (fd);
+      return fail ("listen on tcp:%s: %s", spec, strerror (e));
+    }
+  l->fd = fd;
+  l->tcp = true;
+  return 0;
+}
+
+/* Socket activation: systemd passed exactly one listening socket as fd 3. */
+static bool
+activated (struct listener *l)
+{
+  const char *pid = getenv ("LISTEN_PID"), *fds = getenv ("LISTEN_FDS");
+  if (!pid || !fds || strtol (pid, NULL, 10) != (long)getpid () || strcmp (fds, "1") != 0)
+    return false;
+  unsetenv ("LISTEN_PID");
+  unsetenv ("LISTEN_FDS");
+  unsetenv ("LISTEN_FDNAMES");
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (getsockname (3, (struct sockaddr *)&ss, &len) < 0)
+    return false;
+  fcntl (3, F_SETFD, FD_CLOEXEC);
+  l->fd = 3;
+  l->tcp = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
+  return true;
+}
+
+/* The token file: not readable by others, one line, at least 16 bytes. */
+static char *
+read_token (const char *path)
+{
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  struct stat st;
+  if (fd < 0 || fstat (fd, &st) < 0)
+    {
+      fail ("token file '%s': %s", path, strerror (errno));
+      return NULL;
+    }
+  if (!S_ISREG (st.st_mode) || (st.st_mode & 0077))
+    {
+      fail ("token file '%s' must be a regular file readable by its owner only (mode %04o)", path,
+            (unsigned)(st.st_mode & 07777));
+      return NULL;
+    }
+  char buf[512];
+  ssize_t n = read (fd, buf, sizeof buf - 1);
+  if (n < 0)
+    {
+      fail ("read token file '%s': %s", path, strerror (errno));
+      return NULL;
+    }
+  buf[n] = '\0';
+  buf[strcspn (buf, "\r\n")] = '\0';
+  if (strlen (buf) < 16)
+    {
+      fail ("token file '%s': the token must be at least 16 characters", path);
+      return NULL;
+    }
+  return strdup (buf);
+}
+
+static int
+open_listener (const struct nsbox_serve_options *o, struct listener *l, char **token)
+{
+  *l = (struct listener){ .fd = -1 };
+  if (!activated (l))
+    {
+      if (o->listen && strncmp (o->listen, "tcp:", 4) == 0)
+        {
+          if (!o->token_file)
+            return fail ("--listen %s needs --token-file: a TCP listener is refused without a "
+                         "bearer token",
+                         o->listen);
+          *token = read_token (o->token_file);
+          if (!*token)
+            return -1;
+          return listen_tcp (o->listen + 4, l);
+        }
+      if (o->listen && strncmp (o->listen, "unix:", 5) != 0)
+        return fail ("--listen '%s': expected unix:PATH or tcp:ADDR:PORT", o->listen);
+      cleanup_free char *path = o->listen ? strdup (o->listen + 5) : default_socket_path ();
+      if (!path)
+        return fail ("out of memory");
+      if (o->token_file && !(*token = read_token (o->token_file)))
+        return -1;
+      return listen_unix (path, l);
+    }
+  if (l->tcp && !o->token_file)
+    return fail ("the TCP socket systemd passed needs --token-file");
+  if (o->token_file && !(*token = read_token (o->token_file)))
+    return -1;
+  return 0;
+}
+
+/* ---- the server ---- */
+
+static void
+free_profiles (struct nsbox_serve_profile *profiles, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      nsbox_pool_free (TAKE_PTR (profiles[i].pool));
+      nsbox_config_free (TAKE_PTR (profiles[i].config));
+    }
+}
+
+int
+nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
+             const struct nsbox_serve_options *o)
+{
+  char why[256];
+  if (nsbox_dl_load ("libmicrohttpd.so.12", mhd_symbols, ARRAY_SIZE (mhd_symbols), why, sizeof why)
+      < 0)
+    {
+      free_profiles (profiles, n_profiles);
+      fail ("%s (install libmicrohttpd12)", why);
+      return 125;
+    }
+  struct nsbox_server s = { .n_profiles = n_profiles,
+                            .max_concurrent = o->max_concurrent,
+                            .max_queue = o->max_queue,
+                            .max_request_bytes = o->max_request_bytes };
+  memcpy (s.profiles, profiles, n_profiles * sizeof *profiles);
+  pthread_mutex_init (&s.lock, NULL);
+  pthread_cond_init (&s.slot_free, NULL);
+  pthread_cond_init (&s.idle, NULL);
+
+  /* Signals: SIGTERM and SIGINT are taken by sigwait in this thread; every
+   * thread started from here on (pools, connections) inherits the block. */
+  sigset_t stop;
+  sigemptyset (&stop);
+  sigaddset (&stop, SIGTERM);
+  sigaddset (&stop, SIGINT);
+  pthread_sigmask (SIG_BLOCK, &stop, NULL);
+
+  struct listener l;
+  int status = 125;
+  struct MHD_Daemon *daemon = NULL;
+  if (open_listener (o, &l, &s.token) < 0)
+    goto out;
+  for (size_t i = 0; i < s.n_profiles; i++)
+    {
+      struct nsbox_error *err = NULL;
+      if (nsbox_pool_new (s.profiles[i].config, o->pool_options, &s.profiles[i].pool, &err) < 0)
+        {
+          fail ("profile '%s': %s", s.profiles[i].name, nsbox_error_message (err));
+          nsbox_error_free (err);
+          goto out;
+        }
+    }
+  daemon = nsbox_mhd.start_daemon (
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
+      nsbox_serve_handle, &s, MHD_OPTION_LISTEN_SOCKET, l.fd, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_SECONDS,
+      MHD_OPTION_NOTIFY_COMPLETED, nsbox_serve_completed, &s, MHD_OPTION_END);
+  if (!daemon)
+    {
+      fail ("libmicrohttpd could not start on the socket");
+      goto out;
+    }
+  fprintf (stderr, "nsbox serve: listening on %s%s (%zu profile%s, pid %d)\n",
+           l.unix_path ? "unix:" : (l.tcp ? "tcp " : "fd 3"), l.unix_path ? l.unix_path : "",
+           s.n_profiles, s.n_profiles == 1 ? "" : "s", (int)getpid ());
+
+  int sig = 0;
+  while (sigwait (&stop, &sig) != 0)
+    ;
+  fprintf (stderr, "nsbox serve: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  /* No new connection; new requests on open ones get 503; wait for the
+   * runs in flight and the queue. */
+  int quiet = nsbox_mhd.quiesce_daemon (daemon);
+  if (quiet >= 0 && quiet != l.fd)
+    close (quiet);
+  pthread_mutex_lock (&s.lock);
+  s.draining = true;
+  pthread_cond_broadcast (&s.slot_free);
+  while (s.running > 0 || s.queued > 0)
+    pthread_cond_wait (&s.idle, &s.lock);
+  pthread_mutex_unlock (&s.lock);
+  status = 0;
+out:
+  if (daemon)
+    nsbox_mhd.stop_daemon (daemon);
+  if (l.fd >= 0)
+    close (l.fd);
+  if (l.unix_path)
+    unlink (l.unix_path);
+  free (l.unix_path);
+  free (s.token);
+  free_profiles (s.profiles, s.n_profiles);
+  pthread_cond_destroy (&s.idle);
+  pthread_cond_destroy (&s.slot_free);
+  pthread_mutex_destroy (&s.lock);
+  if (status == 0)
+    fprintf (stderr, "nsbox serve: stopped\n");
+  return status;
+}

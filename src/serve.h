@@ -1,0 +1,102 @@
+/* `nsbox serve`: a long-running server owning one warm pool per profile,
+ * speaking HTTP/1.1 + JSON through libmicrohttpd (loaded when the server
+ * starts, so `nsbox run` never pays for it). serve.c owns the process: the
+ * listening socket, the daemon, signals and the drain; serve_api.c answers
+ * the requests. */
+#ifndef NSBOX_SERVE_H
+#define NSBOX_SERVE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "nsbox.h"
+#include "util.h"
+
+#define NSBOX_SERVE_MAX_PROFILES 16
+/* Request→result latency buckets of /metrics, in seconds. */
+#define NSBOX_SERVE_BUCKETS 12
+
+struct nsbox_serve_profile
+{
+  char name[64];
+  nsbox_config *config;
+  nsbox_pool *pool;
+};
+
+/* What `nsbox serve` was asked for (cli.c fills it). */
+struct nsbox_serve_options
+{
+  const char *listen; /* "unix:PATH" or "tcp:ADDR:PORT"; NULL: the default socket */
+  const char *token_file;
+  uint64_t max_concurrent;
+  uint64_t max_queue;
+  uint64_t max_request_bytes;
+  nsbox_pool_options *pool_options;
+};
+
+enum nsbox_serve_outcome
+{
+  NSBOX_OUTCOME_OK = 0,    /* exited 0 */
+  NSBOX_OUTCOME_NONZERO,   /* exited non-zero or killed by a signal */
+  NSBOX_OUTCOME_TIMEOUT,   /* the timeout killed it */
+  NSBOX_OUTCOME_OOM,       /* the memory limit killed it */
+  NSBOX_OUTCOME_ERROR,     /* nsbox could not run it */
+  NSBOX_OUTCOME_CANCELLED, /* the client went away; the run was killed */
+  NSBOX_OUTCOME_COUNT_,
+};
+
+struct nsbox_server
+{
+  struct nsbox_serve_profile profiles[NSBOX_SERVE_MAX_PROFILES];
+  size_t n_profiles;
+  char *token; /* TCP only: the bearer token, else NULL */
+  uint64_t max_concurrent, max_queue, max_request_bytes;
+  pthread_mutex_t lock;
+  pthread_cond_t slot_free; /* a run ended, or draining began */
+  pthread_cond_t idle;      /* nothing runs or waits any more */
+  uint64_t running, queued;
+  bool draining;
+  /* Counters for /metrics, under lock. */
+  uint64_t runs[NSBOX_SERVE_MAX_PROFILES][NSBOX_OUTCOME_COUNT_][2]; /* [..][cold, warm] */
+  uint64_t rejected_busy, rejected_draining, bad_requests, unauthorized;
+  uint64_t latency_buckets[NSBOX_SERVE_BUCKETS + 1]; /* cumulative at render time */
+  double latency_sum;
+  uint64_t latency_count;
+};
+
+/* Runs the server until SIGTERM or SIGINT, then drains: in-flight runs
+ * finish, new requests get 503, the pools are destroyed and the socket
+ * removed. The profiles' configs are taken over. Returns the process exit
+ * status (0 after a clean drain). */
+int nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
+                 const struct nsbox_serve_options *options) NSBOX_INTERNAL;
+
+/* libmicrohttpd, loaded by nsbox_serve (dl.h). */
+struct nsbox_mhd_api
+{
+  __typeof__ (MHD_start_daemon) *start_daemon;
+  __typeof__ (MHD_stop_daemon) *stop_daemon;
+  __typeof__ (MHD_quiesce_daemon) *quiesce_daemon;
+  __typeof__ (MHD_create_response_from_buffer) *create_response_from_buffer;
+  __typeof__ (MHD_add_response_header) *add_response_header;
+  __typeof__ (MHD_queue_response) *queue_response;
+  __typeof__ (MHD_destroy_response) *destroy_response;
+  __typeof__ (MHD_lookup_connection_value) *lookup_connection_value;
+  __typeof__ (MHD_get_connection_info) *get_connection_info;
+};
+extern struct nsbox_mhd_api nsbox_mhd NSBOX_INTERNAL;
+
+/* serve_api.c: the access handler (its cls is the struct nsbox_server) and
+ * the completion callback that frees a request's state. */
+enum MHD_Result nsbox_serve_handle (void *server, struct MHD_Connection *connection,
+                                    const char *url, const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **request) NSBOX_INTERNAL;
+void nsbox_serve_completed (void *server, struct MHD_Connection *connection, void **request,
+                            enum MHD_RequestTerminationCode why) NSBOX_INTERNAL;
+
+#endif

@@ -1,0 +1,565 @@
+/* `nsbox serve`'s requests (serve.h):
+ *   POST /v1/runs   {"code": "...", "profile": "default", "timeout": "2s",
+ *                    "max-output-bytes": "4k"} -> 200 and the result JSON
+ *   GET  /v1/health -> {"status":"ok", "draining":false, "profiles":{...}}
+ *   GET  /metrics   -> Prometheus text
+ * Errors are JSON ({"error": "..."}) with 400 (bad JSON, unknown or
+ * refused keys), 401 (token), 404, 405, 413 (body over max-request-bytes),
+ * 500 (nsbox could not run the code), 503 with Retry-After (busy or
+ * draining). Admission: at most max-concurrent runs, at most max-queue
+ * waiting for a slot, the rest 503 at once. A client that hangs up during
+ * its run gets its sandbox killed (the connection is the run's cancel fd). */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nsbox.h"
+#include "pool.h"
+#include "serve.h"
+#include "util.h"
+
+/* Upper bounds of the latency histogram's buckets, in seconds. */
+static const double bucket_bounds[NSBOX_SERVE_BUCKETS]
+    = { 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+
+static const char *const outcome_names[NSBOX_OUTCOME_COUNT_]
+    = { "ok", "nonzero", "timeout", "oom", "error", "cancelled" };
+
+struct request
+{
+  char *body;
+  size_t len, alloc;
+  bool too_large;
+  bool admitted; /* holds a run slot until its answer is sent (completed) */
+};
+
+/* ---- responses ---- */
+
+static enum MHD_Result
+respond (struct MHD_Connection *c, unsigned status, const char *type, const char *body, size_t len,
+         bool retry_after)
+{
+  struct MHD_Response *r
+      = nsbox_mhd.create_response_from_buffer (len, (void *)body, MHD_RESPMEM_MUST_COPY);
+  if (!r)
+    return MHD_NO;
+  nsbox_mhd.add_response_header (r, "Content-Type", type);
+  if (retry_after)
+    nsbox_mhd.add_response_header (r, "Retry-After", "1");
+  if (status == 401)
+    nsbox_mhd.add_response_header (r, "WWW-Authenticate", "Bearer");
+  enum MHD_Result ret = nsbox_mhd.queue_response (c, status, r);
+  nsbox_mhd.destroy_response (r);
+  return ret;
+}
+
+static enum MHD_Result __attribute__ ((format (printf, 3, 4)))
+respond_error (struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  cleanup_free char *msg = vxasprintf (fmt, ap);
+  va_end (ap);
+  json_t *o = json_pack ("{s:s}", "error", msg ? msg : "out of memory");
+  cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
+  json_decref (o);
+  if (!text)
+    return MHD_NO;
+  return respond (c, status, "application/json", text, strlen (text), status == 503);
+}
+
+static void
+count (struct nsbox_server *s, uint64_t *counter)
+{
+  pthread_mutex_lock (&s->lock);
+  (*counter)++;
+  pthread_mutex_unlock (&s->lock);
+}
+
+/* ---- authorization ---- */
+
+/* Compares every byte whatever the first difference: the time taken says
+ * nothing about how much of a guess was right. */
+static bool
+same_secret (const char *a, const char *b, size_t n)
+{
+  volatile unsigned char diff = 0;
+  for (size_t i = 0; i < n; i++)
+    diff |= (unsigned char)a[i] ^ (unsigned char)b[i];
+  return diff == 0;
+}
+
+static bool
+authorized (struct nsbox_server *s, struct MHD_Connection *c)
+{
+  if (!s->token)
+    return true;
+  const char *h = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Authorization");
+  if (!h || strncmp (h, "Bearer ", 7) != 0)
+    return false;
+  const char *given = h + 7;
+  size_t n = strlen (s->token);
+  /* Constant time in the token's content; the length is not a secret. */
+  return strlen (given) == n && same_secret (given, s->token, n);
+}
+
+/* ---- admission ---- */
+
+/* 0: a slot is ours; -1: busy; -2: draining. */
+static int
+admit (struct nsbox_server *s)
+{
+  pthread_mutex_lock (&s->lock);
+  int r = 0;
+  if (s->draining)
+    r = -2;
+  else if (s->running < s->max_concurrent)
+    s->running++;
+  else if (s->queued < s->max_queue)
+    {
+      s->queued++;
+      while (s->running >= s->max_concurrent && !s->draining)
+        pthread_cond_wait (&s->slot_free, &s->lock);
+      s->queued--;
+      if (s->draining)
+        r = -2;
+      else
+        s->running++;
+      if (r < 0 && s->running == 0 && s->queued == 0)
+        pthread_cond_broadcast (&s->idle);
+    }
+  else
+    r = -1;
+  if (r == -1)
+    s->rejected_busy++;
+  else if (r == -2)
+    s->rejected_draining++;
+  pthread_mutex_unlock (&s->lock);
+  return r;
+}
+
+/* The slot is given back once the answer is sent (nsbox_serve_completed):
+ * a drain that waits for no run in flight then never cuts an answer. */
+static void
+release (struct nsbox_server *s)
+{
+  pthread_mutex_lock (&s->lock);
+  s->running--;
+  pthread_cond_signal (&s->slot_free);
+  if (s->running == 0 && s->queued == 0)
+    pthread_cond_broadcast (&s->idle);
+  pthread_mutex_unlock (&s->lock);
+}
+
+static void
+record (struct nsbox_server *s, size_t profile, enum nsbox_serve_outcome outcome, bool warm,
+        double seconds)
+{
+  pthread_mutex_lock (&s->lock);
+  s->runs[profile][outcome][warm ? 1 : 0]++;
+  for (int i = 0; i < NSBOX_SERVE_BUCKETS; i++)
+    if (seconds <= bucket_bounds[i])
+      {
+        s->latency_buckets[i]++;
+        break;
+      }
+  if (seconds > bucket_bounds[NSBOX_SERVE_BUCKETS - 1])
+    s->latency_buckets[NSBOX_SERVE_BUCKETS]++;
+  s->latency_sum += seconds;
+  s->latency_count++;
+  pthread_mutex_unlock (&s->lock);
+}
+
+/* ---- POST /v1/runs ---- */
+
+struct run_request
+{
+  const char *code;
+  size_t code_len;
+  size_t profile;
+  nsbox_run_options *options;
+};
+
+/* Parses and checks the body; on error fills msg (400). */
+static int
+parse_run (struct nsbox_server *s, const struct request *req, struct run_request *rr, char *msg,
+           size_t size, json_t **root)
+{
+  json_error_t jerr;
+  *root = json_loadb (req->body ? req->body : "", req->len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
+                      &jerr);
+  if (!*root)
+    {
+      snprintf (msg, size, "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                jerr.text);
+      return -1;
+    }
+  if (!json_is_object (*root))
+    {
+      snprintf (msg, size, "the request must be a JSON object");
+      return -1;
+    }
+  struct nsbox_error *err = NULL;
+  rr->options = nsbox_run_options_new (&err);
+  if (!rr->options)
+    {
+      snprintf (msg, size, "out of memory");
+      nsbox_error_free (err);
+      return -1;
+    }
+  const char *key;
+  json_t *value;
+  bool have_code = false;
+  json_object_foreach (*root, key, value)
+  {
+    if (strcmp (key, "code") == 0)
+      {
+        if (!json_is_string (value))
+          {
+            snprintf (msg, size, "'code' must be a string");
+            return -1;
+          }
+        rr->code = json_string_value (value);
+        rr->code_len = json_string_length (value);
+        have_code = true;
+        continue;
+      }
+    if (strcmp (key, "profile") == 0)
+      {
+        const char *name = json_string_value (value);
+        size_t i = 0;
+        while (name && i < s->n_profiles && strcmp (s->profiles[i].name, name) != 0)
+          i++;
+        if (!name || i == s->n_profiles)
+          {
+            snprintf (msg, size, "unknown profile %s%s%s", name ? "'" : "(not a string)",
+                      name ? name : "", name ? "'" : "");
+            return -1;
+          }
+        rr->profile = i;
+        continue;
+      }
+    char text[64];
+    const char *v = json_string_value (value);
+    if (!v && json_is_integer (value))
+      {
+        snprintf (text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value (value));
+        v = text;
+      }
+    if (!v)
+      {
+        snprintf (msg, size, "key '%s': expected a string or an integer", key);
+        return -1;
+      }
+    if (nsbox_run_options_set (rr->options, key, v, &err) < 0)
+      {
+        snprintf (msg, size, "%s", nsbox_error_message (err));
+        nsbox_error_free (err);
+        return -1;
+      }
+  }
+  if (!have_code)
+    {
+      snprintf (msg, size, "missing key 'code'");
+      return -1;
+    }
+  if (nsbox_pool_check_options (s->profiles[rr->profile].pool, rr->options, &err) < 0)
+    {
+      snprintf (msg, size, "%s", nsbox_error_message (err));
+      nsbox_error_free (err);
+      return -1;
+    }
+  return 0;
+}
+
+static enum nsbox_serve_outcome
+outcome_of (const nsbox_result *res)
+{
+  if (nsbox_result_timed_out (res))
+    return NSBOX_OUTCOME_TIMEOUT;
+  if (nsbox_result_oom_killed (res))
+    return NSBOX_OUTCOME_OOM;
+  return nsbox_result_exit_code (res) == 0 ? NSBOX_OUTCOME_OK : NSBOX_OUTCOME_NONZERO;
+}
+
+static double
+now_s (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static enum MHD_Result
+handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req)
+{
+  if (req->too_large)
+    {
+      count (s, &s->bad_requests);
+      return respond_error (c, 413, "the request body exceeds %" PRIu64 " bytes",
+                            s->max_request_bytes);
+    }
+  struct run_request rr = { 0 };
+  char msg[512];
+  json_t *root = NULL;
+  if (parse_run (s, req, &rr, msg, sizeof msg, &root) < 0)
+    {
+      json_decref (root);
+      nsbox_run_options_free (rr.options);
+      count (s, &s->bad_requests);
+      return respond_error (c, 400, "%s", msg);
+    }
+  int a = admit (s);
+  if (a < 0)
+    {
+      json_decref (root);
+      nsbox_run_options_free (rr.options);
+      return respond_error (c, 503, a == -2 ? "the server is draining" : "the server is busy");
+    }
+  req->admitted = true;
+  const union MHD_ConnectionInfo *info
+      = nsbox_mhd.get_connection_info (c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (info)
+    nsbox_run_options_set_cancel_fd (rr.options, info->connect_fd);
+  struct nsbox_error *err = NULL;
+  nsbox_result *res = NULL;
+  bool warm = false;
+  double t0 = now_s ();
+  int r = nsbox_pool_run_served (s->profiles[rr.profile].pool, rr.code, rr.code_len, rr.options,
+                                 &res, &warm, &err);
+  double seconds = now_s () - t0;
+  json_decref (root);
+  nsbox_run_options_free (rr.options);
+  cleanup_free char *json = r >= 0 ? nsbox_result_to_json (res, &err) : NULL;
+  enum nsbox_serve_outcome outcome = NSBOX_OUTCOME_ERROR;
+  if (json)
+    outcome = outcome_of (res);
+  else if (nsbox_error_errno (err) == ECANCELED)
+    outcome = NSBOX_OUTCOME_CANCELLED;
+  record (s, rr.profile, outcome, warm, seconds);
+  nsbox_result_free (res);
+  enum MHD_Result ret;
+  if (json)
+    ret = respond (c, 200, "application/json", json, strlen (json), false);
+  else if (outcome == NSBOX_OUTCOME_CANCELLED)
+    ret = MHD_NO; /* nobody to answer */
+  else
+    ret = respond_error (c, 500, "%s", err ? nsbox_error_message (err) : "unknown error");
+  nsbox_error_free (err);
+  return ret;
+}
+
+/* ---- GET /v1/health, GET /metrics ---- */
+
+static enum MHD_Result
+handle_health (struct nsbox_server *s, struct MHD_Connection *c)
+{
+  json_t *profiles = json_object ();
+  for (size_t i = 0; profiles && i < s->n_profiles; i++)
+    {
+      struct nsbox_pool_stats st;
+      nsbox_pool_get_stats (s->profiles[i].pool, &st);
+      json_object_set_new (profiles, s->profiles[i].name,
+                           json_pack ("{s:I,s:I,s:I}", "ready", (json_int_t)st.ready, "starting",
+                                      (json_int_t)st.starting, "size", (json_int_t)st.size));
+    }
+  pthread_mutex_lock (&s->lock);
+  bool draining = s->draining;
+  json_int_t running = (json_int_t)s->running, queued = (json_int_t)s->queued;
+  pthread_mutex_unlock (&s->lock);
+  json_t *o = json_pack ("{s:s,s:b,s:I,s:I,s:o}", "status", draining ? "draining" : "ok",
+                         "draining", draining, "running", running, "queued", queued, "profiles",
+                         profiles ? profiles : json_null ());
+  cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
+  json_decref (o);
+  if (!text)
+    return MHD_NO;
+  return respond (c, draining ? 503 : 200, "application/json", text, strlen (text), draining);
+}
+
+struct text
+{
+  char *buf;
+  size_t len;
+  bool failed;
+};
+
+static void __attribute__ ((format (printf, 2, 3))) add (struct text *t, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  char *line = vxasprintf (fmt, ap);
+  va_end (ap);
+  size_t n = line ? strlen (line) : 0;
+  char *grown = line ? realloc (t->buf, t->len + n + 1) : NULL;
+  if (!grown)
+    {
+      t->failed = true;
+      free (line);
+      return;
+    }
+  memcpy (grown + t->len, line, n + 1);
+  t->buf = grown;
+  t->len += n;
+  free (line);
+}
+
+static enum MHD_Result
+handle_metrics (struct nsbox_server *s, struct MHD_Connection *c)
+{
+  struct text t = { 0 };
+  struct nsbox_pool_stats st[NSBOX_SERVE_MAX_PROFILES];
+  for (size_t i = 0; i < s->n_profiles; i++)
+    nsbox_pool_get_stats (s->profiles[i].pool, &st[i]);
+  pthread_mutex_lock (&s->lock);
+  add (&t, "# HELP nsbox_runs_total Runs answered, by profile, outcome and how they were "
+           "served.\n# TYPE nsbox_runs_total counter\n");
+  for (size_t p = 0; p < s->n_profiles; p++)
+    for (int o = 0; o < NSBOX_OUTCOME_COUNT_; o++)
+      for (int w = 0; w < 2; w++)
+        add (&t, "nsbox_runs_total{profile=\"%s\",outcome=\"%s\",served=\"%s\"} %" PRIu64 "\n",
+             s->profiles[p].name, outcome_names[o], w ? "warm" : "cold", s->runs[p][o][w]);
+  add (&t,
+       "# HELP nsbox_rejected_total Requests refused, by reason.\n"
+       "# TYPE nsbox_rejected_total counter\n"
+       "nsbox_rejected_total{reason=\"busy\"} %" PRIu64 "\n"
+       "nsbox_rejected_total{reason=\"draining\"} %" PRIu64 "\n"
+       "nsbox_rejected_total{reason=\"bad_request\"} %" PRIu64 "\n"
+       "nsbox_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n",
+       s->rejected_busy, s->rejected_draining, s->bad_requests, s->unauthorized);
+  add (&t,
+       "# HELP nsbox_runs_in_flight Runs in progress.\n# TYPE nsbox_runs_in_flight gauge\n"
+       "nsbox_runs_in_flight %" PRIu64 "\n"
+       "# HELP nsbox_queue_length Requests waiting for a run slot.\n"
+       "# TYPE nsbox_queue_length gauge\nnsbox_queue_length %" PRIu64 "\n",
+       s->running, s->queued);
+  add (&t, "# HELP nsbox_run_duration_seconds Request to result, for runs that were "
+           "admitted.\n# TYPE nsbox_run_duration_seconds histogram\n");
+  uint64_t cumulative = 0;
+  for (int i = 0; i < NSBOX_SERVE_BUCKETS; i++)
+    {
+      cumulative += s->latency_buckets[i];
+      add (&t, "nsbox_run_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", bucket_bounds[i],
+           cumulative);
+    }
+  cumulative += s->latency_buckets[NSBOX_SERVE_BUCKETS];
+  add (&t,
+       "nsbox_run_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+       "nsbox_run_duration_seconds_sum %.6f\nnsbox_run_duration_seconds_count %" PRIu64 "\n",
+       cumulative, s->latency_sum, s->latency_count);
+  pthread_mutex_unlock (&s->lock);
+  add (&t, "# HELP nsbox_pool_ready Sandboxes started and waiting for a run.\n"
+           "# TYPE nsbox_pool_ready gauge\n");
+  for (size_t p = 0; p < s->n_profiles; p++)
+    add (&t, "nsbox_pool_ready{profile=\"%s\"} %zu\n", s->profiles[p].name, st[p].ready);
+  add (&t, "# HELP nsbox_pool_size Sandboxes each pool keeps started.\n"
+           "# TYPE nsbox_pool_size gauge\n");
+  for (size_t p = 0; p < s->n_profiles; p++)
+    add (&t, "nsbox_pool_size{profile=\"%s\"} %zu\n", s->profiles[p].name, st[p].size);
+  add (&t, "# HELP nsbox_pool_discarded_total Pooled sandboxes destroyed without a run.\n"
+           "# TYPE nsbox_pool_discarded_total counter\n");
+  for (size_t p = 0; p < s->n_profiles; p++)
+    add (&t, "nsbox_pool_discarded_total{profile=\"%s\"} %" PRIu64 "\n", s->profiles[p].name,
+         st[p].discarded);
+  enum MHD_Result r = t.failed ? MHD_NO
+                               : respond (c, 200, "text/plain; version=0.0.4; charset=utf-8",
+                                          t.buf ? t.buf : "", t.len, false);
+  free (t.buf);
+  return r;
+}
+
+/* ---- the access handler ---- */
+
+enum MHD_Result
+nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                    const char *version, const char *upload_data, size_t *upload_data_size,
+                    void **state)
+{
+  (void)version;
+  struct nsbox_server *s = cls;
+  struct request *req = *state;
+  if (!req)
+    {
+      /* First call: the headers are in. */
+      req = calloc (1, sizeof *req);
+      if (!req)
+        return MHD_NO;
+      *state = req;
+      /* Before any of the body is read: who asks, and whether it fits. */
+      if (!authorized (s, c))
+        {
+          count (s, &s->unauthorized);
+          return respond_error (c, 401, "missing or wrong bearer token");
+        }
+      const char *cl = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Content-Length");
+      if (cl && strtoull (cl, NULL, 10) > s->max_request_bytes)
+        {
+          count (s, &s->bad_requests);
+          return respond_error (c, 413, "the request body exceeds %" PRIu64 " bytes",
+                                s->max_request_bytes);
+        }
+      return MHD_YES;
+    }
+  if (*upload_data_size > 0)
+    {
+      size_t n = *upload_data_size;
+      *upload_data_size = 0;
+      if (req->too_large || req->len + n > s->max_request_bytes)
+        {
+          req->too_large = true;
+          free (TAKE_PTR (req->body));
+          req->len = req->alloc = 0;
+          return MHD_YES;
+        }
+      if (req->len + n > req->alloc)
+        {
+          size_t want = req->alloc ? req->alloc : 4096;
+          while (want < req->len + n)
+            want *= 2;
+          char *grown = realloc (req->body, want);
+          if (!grown)
+            return MHD_NO;
+          req->body = grown;
+          req->alloc = want;
+        }
+      memcpy (req->body + req->len, upload_data, n);
+      req->len += n;
+      return MHD_YES;
+    }
+  if (strcmp (url, "/v1/runs") == 0)
+    return strcmp (method, "POST") == 0
+               ? handle_run (s, c, req)
+               : respond_error (c, 405, "%s /v1/runs: only POST is allowed", method);
+  if (strcmp (url, "/v1/health") == 0)
+    return strcmp (method, "GET") == 0 ? handle_health (s, c)
+                                       : respond_error (c, 405, "only GET is allowed");
+  if (strcmp (url, "/metrics") == 0)
+    return strcmp (method, "GET") == 0 ? handle_metrics (s, c)
+                                       : respond_error (c, 405, "only GET is allowed");
+  count (s, &s->bad_requests);
+  return respond_error (c, 404,
+                        "no such endpoint: %s (POST /v1/runs, GET /v1/health, "
+                        "GET /metrics)",
+                        url);
+}
+
+void
+nsbox_serve_completed (void *cls, struct MHD_Connection *c, void **state,
+                       enum MHD_RequestTerminationCode why)
+{
+  (void)c;
+  (void)why;
+  struct request *req = *state;
+  if (req && req->admitted)
+    release (cls);
+  if (req)
+    free (req->body);
+  free (req);
+  *state = NULL;
+}

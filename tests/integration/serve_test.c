@@ -1,0 +1,655 @@
+/* `nsbox serve` and `nsbox run --server`: a run through the server is the
+ * same single-use sandbox with the same protections as through the CLI;
+ * bad requests get clear 4xx; a TCP listener needs a token; SIGTERM drains;
+ * kill -9, a client hanging up, 200 requests at once and many runs in a row
+ * leave nothing behind. The server runs as the pass's user (root or the
+ * unprivileged test user) and runtime. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static void
+sleep_s (double s)
+{
+  struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+  while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+static bool
+process_gone (pid_t pid)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen (path, "re");
+  if (!f)
+    return true;
+  char buf[512];
+  size_t n = fread (buf, 1, sizeof buf - 1, f);
+  fclose (f);
+  buf[n] = '\0';
+  char *p = strrchr (buf, ')');
+  return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* The server's children: its pooled sandboxes' inits (and cold runs'). */
+static int
+children_of (pid_t pid, pid_t *out, int max)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir (path);
+  if (!d)
+    return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      if (e->d_name[0] == '.')
+        continue;
+      char cpath[300], buf[4096];
+      snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
+      FILE *f = fopen (cpath, "re");
+      if (!f)
+        continue;
+      size_t len = fread (buf, 1, sizeof buf - 1, f);
+      fclose (f);
+      buf[len] = '\0';
+      char *save = NULL;
+      for (char *tok = strtok_r (buf, " \n", &save); tok && n < max;
+           tok = strtok_r (NULL, " \n", &save))
+        out[n++] = (pid_t)strtol (tok, NULL, 10);
+    }
+  closedir (d);
+  return n;
+}
+
+/* Waits until the default profile's pool has `n` entries ready (from
+ * /v1/health). */
+static void
+wait_pool (struct serve_job *s, int n)
+{
+  char want[64];
+  snprintf (want, sizeof want, "\"default\":{\"ready\":%d", n);
+  for (double waited = 0; waited < harness_scaled (30); waited += 0.02)
+    {
+      char *answer = NULL;
+      long st = serve_http (s->socket, "GET", "/v1/health", NULL, 0, NULL, &answer, NULL);
+      bool ready = st == 200 && strstr (answer, want);
+      free (answer);
+      if (ready)
+        return;
+      sleep_s (0.02);
+    }
+  cr_assert_fail ("the server's pool did not reach %d ready entries", n);
+}
+
+static void
+assert_served_warm (struct run_out *out)
+{
+  const char *served = run_json_str (out, "served", NULL);
+  RUN_ASSERT (out, served && strcmp (served, "warm") == 0, "the run was not served warm");
+}
+
+static void
+stop_cleanly (struct serve_job *s)
+{
+  char *log = NULL;
+  int status = serve_stop (s, &log);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
+             "nsbox serve ended with status 0x%x after SIGTERM: %s", status, log);
+  cr_assert (access (s->socket, F_OK) != 0, "the socket %s outlived the server", s->socket);
+  free (log);
+}
+
+/* A profile file (YAML) with the pass's rootfs and runtime plus `extra`. */
+static char *
+profile_file (const char *dir, const char *name, const char *extra)
+{
+  char *path = NULL;
+  cr_assert (asprintf (&path, "%s/%s.yaml", dir, name) > 0);
+  FILE *f = fopen (path, "we");
+  cr_assert_not_null (f, "%s: %s", path, strerror (errno));
+  fprintf (f, "rootfs: %s\nruntime: %s\n%s", harness_rootfs (), harness_runtime (), extra);
+  fclose (f);
+  chmod (path, 0644);
+  return path;
+}
+
+Test (serve, the_seed_behaviours_and_limits_hold_through_the_server, .timeout = 300)
+{
+  char timeout[32], profile_mem[300], profile_pids[300];
+  harness_scaled_duration (1, timeout, sizeof timeout);
+  char *dir = user_dir ();
+  char *mem = profile_file (dir, "mem", "memory: 64m\n");
+  char *pids = profile_file (dir, "pids", "pids-limit: 16\n");
+  snprintf (profile_mem, sizeof profile_mem, "mem=%s", mem);
+  snprintf (profile_pids, sizeof profile_pids, "pids=%s", pids);
+  const char *const args[] = { "--timeout", timeout,     "--pool-size", "1", "--profile",
+                               profile_mem, "--profile", profile_pids,  NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  uint16_t port;
+  int listener = tcp_listener (&port);
+  char host_path[4096];
+  snprintf (host_path, sizeof host_path, "%s/served-hacked.txt", harness_rootfs ());
+
+  struct run_out sum, net, ro, loop, flood, m, p;
+  wait_pool (&s, 1);
+  serve_run (&s, "print(sum(range(10)))\n", NULL, &sum);
+  assert_prints (&sum, "45\n");
+  assert_served_warm (&sum);
+
+  char code[512];
+  snprintf (code, sizeof code,
+            "import socket\ns = socket.socket()\ns.settimeout(2)\n"
+            "try:\n    s.connect(('127.0.0.1', %u))\n    print('connected')\n"
+            "except OSError:\n    print('refused')\n",
+            (unsigned)port);
+  serve_run (&s, code, NULL, &net);
+  assert_prints (&net, "refused\n");
+  RUN_ASSERT (&net, !listener_was_connected (listener), "the host listener saw a connection");
+
+  serve_run (&s,
+             "try:\n    open('/served-hacked.txt', 'w').write('pwned')\n    print('written')\n"
+             "except OSError as e:\n    print('errno', e.errno)\n",
+             NULL, &ro);
+  bool appeared = access (host_path, F_OK) == 0;
+  if (appeared)
+    unlink (host_path);
+  assert_prints (&ro, "errno 30\n");
+  RUN_ASSERT (&ro, !appeared, "'%s' appeared on the host", host_path);
+
+  serve_run (&s, "while True: pass\n", NULL, &loop);
+  RUN_ASSERT (&loop, loop.exit_status == 124 && run_json_bool (&loop, "timed_out"),
+              "the infinite loop must end in a timeout (exit 124)");
+
+  const char *const small[] = { "--max-output-bytes", "1000", NULL };
+  serve_run (&s, "print('x' * 1000000)\n", small, &flood);
+  size_t len = 0;
+  run_stdout (&flood, &len);
+  RUN_ASSERT (&flood,
+              flood.exit_status == 0 && len == 1000 && run_json_bool (&flood, "stdout_truncated"),
+              "stdout must be capped at 1000 bytes (got %zu)", len);
+
+  const char *const mem_profile[] = { "--profile", "mem", NULL };
+  serve_run (&s,
+             "b = bytearray(256 * 1024 * 1024)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n"
+             "print('allocated')\n",
+             mem_profile, &m);
+  RUN_ASSERT (&m, m.exit_status != 0 && !strstr (run_stdout (&m, NULL), "allocated"),
+              "256 MiB must not fit in the 64m profile");
+
+  const char *const pids_profile[] = { "--profile", "pids", NULL };
+  serve_run (&s,
+             "import os, time\nn = 0\nfor i in range(40):\n    try:\n"
+             "        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n"
+             "        n += 1\n    except OSError:\n        break\nprint(n)\n",
+             pids_profile, &p);
+  long forked = strtol (run_stdout (&p, NULL), NULL, 10);
+  RUN_ASSERT (&p, p.exit_status == 0 && forked < 16,
+              "pids-limit 16 must stop the forks (%ld succeeded)", forked);
+
+  run_out_free (&sum);
+  run_out_free (&net);
+  run_out_free (&ro);
+  run_out_free (&loop);
+  run_out_free (&flood);
+  run_out_free (&m);
+  run_out_free (&p);
+  close (listener);
+  stop_cleanly (&s);
+  unlink (mem);
+  unlink (pids);
+  rmdir (dir);
+  free (mem);
+  free (pids);
+  free (dir);
+}
+
+Test (serve, each_run_through_the_server_is_single_use, .timeout = 180)
+{
+  const char *const args[] = { "--pool-size", "2", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  wait_pool (&s, 2);
+  struct run_out a, b, fds;
+  serve_run (&s,
+             "import os, uuid\nopen('/tmp/left', 'w').write('x')\n"
+             "open('/dev/shm/left', 'w').write('x')\n"
+             "print(hash('a'), os.urandom(16).hex(), uuid.uuid4())\n",
+             NULL, &a);
+  serve_run (&s,
+             "import os, uuid\nprint(hash('a'), os.urandom(16).hex(), uuid.uuid4(), "
+             "os.path.exists('/tmp/left'), os.path.exists('/dev/shm/left'))\n",
+             NULL, &b);
+  assert_served_warm (&a);
+  assert_served_warm (&b);
+  char ha[64], ua[64], ia[64], hb[64], ub[64], ib[64], t[16], d[16];
+  cr_assert (sscanf (run_stdout (&a, NULL), "%63s %63s %63s", ha, ua, ia) == 3, "%s",
+             run_describe (&a));
+  cr_assert (sscanf (run_stdout (&b, NULL), "%63s %63s %63s %15s %15s", hb, ub, ib, t, d) == 5,
+             "%s", run_describe (&b));
+  cr_assert (strcmp (ha, hb) && strcmp (ua, ub) && strcmp (ia, ib),
+             "two runs shared a hash seed, random state or uuid: %s / %s", ha, hb);
+  cr_assert (strcmp (t, "False") == 0 && strcmp (d, "False") == 0,
+             "a file of the first run reached the second: /tmp %s, /dev/shm %s", t, d);
+  serve_run (&s,
+             "import os\nfds = []\nfor fd in range(4096):\n    try:\n        os.fstat(fd)\n"
+             "        fds.append(fd)\n    except OSError:\n        pass\nprint(fds)\n",
+             NULL, &fds);
+  assert_prints (&fds, "[0, 1, 2]\n");
+  run_out_free (&a);
+  run_out_free (&b);
+  run_out_free (&fds);
+  stop_cleanly (&s);
+}
+
+static void
+expect_error (struct serve_job *s, const char *method, const char *path, const char *body,
+              size_t len, long want, const char *needle)
+{
+  char *answer = NULL;
+  if (body && len == 0)
+    len = strlen (body);
+  long st = serve_http (s->socket, method, path, body, len, NULL, &answer, NULL);
+  cr_assert (st == want, "%s %s: expected %ld, got %ld: %s", method, path, want, st, answer);
+  json_error_t jerr;
+  json_t *o = json_loads (answer, 0, &jerr);
+  const char *msg = o ? json_string_value (json_object_get (o, "error")) : NULL;
+  cr_assert (msg && strstr (msg, needle), "%s %s: expected a JSON error naming '%s': %s", method,
+             path, needle, answer);
+  json_decref (o);
+  free (answer);
+}
+
+Test (serve, bad_requests_get_a_clear_4xx_and_the_server_keeps_serving, .timeout = 120)
+{
+  const char *const args[] = { "--pool-size", "1", "--max-request-bytes", "4k", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  expect_error (&s, "POST", "/v1/runs", "{\"code\": ", 0, 400, "malformed JSON");
+  expect_error (&s, "POST", "/v1/runs", "[1]", 0, 400, "JSON object");
+  expect_error (&s, "POST", "/v1/runs", "{}", 0, 400, "missing key 'code'");
+  expect_error (&s, "POST", "/v1/runs", "{\"code\": 5}", 0, 400, "'code' must be a string");
+  expect_error (&s, "POST", "/v1/runs", "{\"code\": \"1\", \"colour\": \"red\"}", 0, 400,
+                "unknown key 'colour'");
+  expect_error (&s, "POST", "/v1/runs", "{\"code\": \"1\", \"memory\": \"1g\"}", 0, 400,
+                "different sandbox");
+  expect_error (&s, "POST", "/v1/runs", "{\"code\": \"1\", \"timeout\": \"99h\"}", 0, 400,
+                "may only shorten");
+  expect_error (&s, "POST", "/v1/runs", "{\"code\": \"1\", \"profile\": \"x\"}", 0, 400,
+                "unknown profile");
+  expect_error (&s, "POST", "/v1/runs", "{\"code\":\"1\",\"code\":\"2\"}", 0, 400, "duplicate");
+  char *big = malloc (8192);
+  memset (big, ' ', 8192);
+  expect_error (&s, "POST", "/v1/runs", big, 8192, 413, "exceeds");
+  free (big);
+  expect_error (&s, "GET", "/v1/runs", NULL, 0, 405, "only POST");
+  expect_error (&s, "GET", "/v2/anything", NULL, 0, 404, "no such endpoint");
+  struct run_out ok;
+  serve_run (&s, "print('still serving')\n", NULL, &ok);
+  assert_prints (&ok, "still serving\n");
+  run_out_free (&ok);
+  stop_cleanly (&s);
+}
+
+Test (serve, tcp_needs_a_bearer_token_and_checks_it, .timeout = 120)
+{
+  char *dir = user_dir ();
+  char listen[64], token_path[300], url[64];
+  (void)token_path;
+  uint16_t port = free_tcp_port ();
+  snprintf (listen, sizeof listen, "tcp:127.0.0.1:%u", (unsigned)port);
+  snprintf (url, sizeof url, "http://127.0.0.1:%u", (unsigned)port);
+  /* Without a token file the server refuses to start. */
+  const char *const no_token[] = { "--listen", listen, NULL };
+  struct run_job job;
+  struct run_out refused;
+  run_nsbox_spawn ("serve", true, no_token, false, &job);
+  run_cli_wait (&job, "", 0, &refused);
+  RUN_ASSERT (&refused, refused.exit_status == 125 && strstr (refused.err, "--token-file"),
+              "a TCP listener without a token must be refused");
+  run_out_free (&refused);
+
+  static const char token[] = "s3cret-token-of-some-length";
+  snprintf (token_path, sizeof token_path, "%s/token", dir);
+  FILE *f = fopen (token_path, "we");
+  cr_assert_not_null (f);
+  fprintf (f, "%s\n", token);
+  fclose (f);
+  chmod (token_path, 0600);
+  struct stat st;
+  cr_assert (stat (dir, &st) == 0);
+  cr_assert (chown (token_path, st.st_uid, st.st_gid) == 0);
+  const char *const args[]
+      = { "--listen", listen, "--token-file", token_path, "--pool-size", "1", NULL };
+  struct serve_job s;
+  memset (&s, 0, sizeof s);
+  snprintf (s.dir, sizeof s.dir, "%s", dir);
+  run_nsbox_spawn ("serve", true, args, false, &s.job);
+  close (s.job.in_fd);
+  const char *const auth[] = { "Authorization: Bearer s3cret-token-of-some-length", NULL };
+  const char *const bad_auth[] = { "Authorization: Bearer s3cret-token-of-some-lengtX", NULL };
+  long code = -1;
+  for (double w = 0; code != 200 && w < harness_scaled (30); w += 0.05)
+    {
+      code = serve_http (url, "GET", "/v1/health", NULL, 0, auth, NULL, NULL);
+      if (code != 200)
+        sleep_s (0.05);
+    }
+  cr_assert (code == 200, "the TCP server did not answer");
+  cr_assert_eq (serve_http (url, "GET", "/v1/health", NULL, 0, NULL, NULL, NULL), 401,
+                "no token must get 401");
+  cr_assert_eq (serve_http (url, "GET", "/v1/health", NULL, 0, bad_auth, NULL, NULL), 401,
+                "a wrong token must get 401");
+  struct run_out none, wrong, good;
+  const char *const plain[] = { "--server", url, NULL };
+  run_nsbox_spawn ("run", false, plain, true, &job);
+  run_cli_wait (&job, "print(1)\n", 9, &none);
+  RUN_ASSERT (&none, none.exit_status == 125 && strstr (none.err, "401"),
+              "a run without the token must get 401");
+  char bad_path[300];
+  snprintf (bad_path, sizeof bad_path, "%s/bad", dir);
+  f = fopen (bad_path, "we");
+  cr_assert_not_null (f);
+  fputs ("s3cret-token-of-some-lengtX\n", f);
+  fclose (f);
+  const char *const with_bad[] = { "--server", url, "--token-file", bad_path, NULL };
+  run_nsbox_spawn ("run", false, with_bad, true, &job);
+  run_cli_wait (&job, "print(1)\n", 9, &wrong);
+  RUN_ASSERT (&wrong, wrong.exit_status == 125 && strstr (wrong.err, "401"),
+              "a wrong token must get 401");
+  const char *const with_good[] = { "--server", url, "--token-file", token_path, NULL };
+  run_nsbox_spawn ("run", false, with_good, true, &job);
+  run_cli_wait (&job, "print(1)\n", 9, &good);
+  assert_prints (&good, "1\n");
+  unlink (token_path);
+  unlink (bad_path);
+  stop_cleanly (&s);
+  free (dir);
+  run_out_free (&none);
+  run_out_free (&wrong);
+  run_out_free (&good);
+}
+
+Test (serve, sigterm_finishes_the_runs_in_flight_then_leaves_nothing, .timeout = 180)
+{
+  const char *const args[] = { "--pool-size", "2", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  wait_pool (&s, 2);
+  pid_t server = s.job.pid;
+  pid_t entries[16];
+  int n = children_of (server, entries, 16);
+  cr_assert (n >= 2, "expected the pool's entries under the server, found %d", n);
+  /* A run that takes a while, in flight when SIGTERM comes. */
+  char code[128];
+  snprintf (code, sizeof code, "import time\ntime.sleep(%.2f)\nprint('finished')\n",
+            harness_scaled (1.5));
+  const char *const client[] = { "--server", s.server_arg, NULL };
+  struct run_job job;
+  run_nsbox_spawn ("run", false, client, true, &job);
+  run_job_feed (&job, code, strlen (code));
+  sleep_s (harness_scaled (0.5));
+  char *log = NULL;
+  int status = serve_stop (&s, &log);
+  struct run_out out;
+  run_cli_wait (&job, code, strlen (code), &out);
+  assert_prints (&out, "finished\n");
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "the server ended with 0x%x: %s",
+             status, log);
+  cr_assert (strstr (log, "draining"), "the server's log does not say it drained: %s", log);
+  cr_assert (access (s.socket, F_OK) != 0, "the socket outlived the server");
+  for (int i = 0; i < n; i++)
+    cr_assert (process_gone (entries[i]), "pooled sandbox %d outlived the server", (int)entries[i]);
+  char desc[1024] = "";
+  int left = have_cgroups () ? count_nsbox_cgroups (server, desc, sizeof desc) : 0;
+  cr_assert (left == 0, "%d cgroup(s) of the server left: %s", left, desc);
+  free (log);
+  run_out_free (&out);
+}
+
+Test (serve, kill_9_of_the_server_leaves_no_sandbox_and_a_restart_cleans_up, .timeout = 180)
+{
+  const char *const args[] = { "--pool-size", "2", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  wait_pool (&s, 2);
+  pid_t server = s.job.pid;
+  const char *const client[] = { "--server", s.server_arg, NULL };
+  struct run_job job;
+  run_nsbox_spawn ("run", false, client, true, &job);
+  static const char code[] = "import time\ntime.sleep(1000)\n";
+  run_job_feed (&job, code, strlen (code));
+  sleep_s (harness_scaled (0.5));
+  pid_t sandboxes[16];
+  int n = children_of (server, sandboxes, 16);
+  cr_assert (n >= 2, "expected sandboxes under the server, found %d", n);
+  cr_assert (kill (server, SIGKILL) == 0);
+  int status;
+  waitpid (server, &status, 0);
+  struct run_out out;
+  run_cli_wait (&job, code, strlen (code), &out);
+  RUN_ASSERT (&out, out.exit_status == 125, "the client must fail when its server dies");
+  run_out_free (&out);
+  for (int i = 0; i < n; i++)
+    {
+      for (double w = 0; !process_gone (sandboxes[i]) && w < harness_scaled (10); w += 0.05)
+        sleep_s (0.05);
+      cr_assert (process_gone (sandboxes[i]), "sandbox init %d outlived its killed server",
+                 (int)sandboxes[i]);
+    }
+  close (s.job.out_fd);
+  close (s.job.err_fd);
+  /* The socket file stays (nothing removes a file on SIGKILL); a new server
+   * replaces it, and its runs sweep the dead server's cgroups. */
+  struct serve_job again;
+  const char *const again_args[] = { "--pool-size", "1", NULL };
+  char dir[64];
+  snprintf (dir, sizeof dir, "%s", s.dir);
+  serve_start (again_args, &again);
+  struct run_out ok;
+  serve_run (&again, "print('again')\n", NULL, &ok);
+  assert_prints (&ok, "again\n");
+  run_out_free (&ok);
+  char desc[1024] = "";
+  int left = have_cgroups () ? count_nsbox_cgroups (server, desc, sizeof desc) : 0;
+  cr_assert (left == 0, "%d cgroup(s) of the killed server left: %s", left, desc);
+  stop_cleanly (&again);
+  unlink (s.socket);
+  rmdir (dir);
+}
+
+Test (serve, a_client_that_hangs_up_gets_its_sandbox_killed, .timeout = 120)
+{
+  const char *const args[] = { "--pool-size", "1", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  wait_pool (&s, 1);
+  pid_t entry[4];
+  cr_assert (children_of (s.job.pid, entry, 4) == 1, "expected one pooled sandbox");
+  const char *const client[] = { "--server", s.server_arg, NULL };
+  struct run_job job;
+  run_nsbox_spawn ("run", false, client, true, &job);
+  static const char code[] = "import time\ntime.sleep(1000)\n";
+  run_job_feed (&job, code, strlen (code));
+  sleep_s (harness_scaled (0.5));
+  cr_assert (!process_gone (entry[0]), "the sandbox should be running the code");
+  kill (job.pid, SIGKILL);
+  struct run_out out;
+  run_cli_wait (&job, code, strlen (code), &out);
+  run_out_free (&out);
+  bool gone = false;
+  for (double w = 0; !gone && w < harness_scaled (5); w += 0.02)
+    {
+      gone = process_gone (entry[0]);
+      if (!gone)
+        sleep_s (0.02);
+    }
+  cr_assert (gone, "the sandbox (init %d) outlived its client", (int)entry[0]);
+  /* The server counts the run once its teardown is over (runsc: gVisor's
+   * state removed too). */
+  char *metrics = NULL;
+  bool counted = false;
+  for (double w = 0; !counted && w < harness_scaled (10); w += 0.05)
+    {
+      free (metrics);
+      metrics = NULL;
+      cr_assert_eq (serve_http (s.socket, "GET", "/metrics", NULL, 0, NULL, &metrics, NULL), 200);
+      counted = strstr (metrics, "outcome=\"cancelled\",served=\"warm\"} 1") != NULL;
+      if (!counted)
+        sleep_s (0.05);
+    }
+  cr_assert (counted, "/metrics does not count the cancelled run: %s", metrics);
+  free (metrics);
+  stop_cleanly (&s);
+}
+
+struct burst
+{
+  const char *socket;
+  long status;
+  bool retry_after;
+  bool ok_body;
+};
+
+static void *
+burst_request (void *arg)
+{
+  struct burst *b = arg;
+  static const char body[] = "{\"code\": \"print(6 * 7)\"}";
+  char *answer = NULL;
+  b->status = serve_http (b->socket, "POST", "/v1/runs", body, strlen (body), NULL, &answer,
+                          &b->retry_after);
+  b->ok_body = answer && (b->status != 200 || strstr (answer, "\"stdout\":\"42\\n\""));
+  free (answer);
+  return NULL;
+}
+
+Test (serve, two_hundred_requests_at_once_end_as_results_or_clean_503s, .timeout = 300)
+{
+  const char *const args[]
+      = { "--pool-size", "2", "--max-concurrent", "2", "--max-queue", "16", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  enum
+  {
+    N = 200
+  };
+  struct burst b[N];
+  pthread_t t[N];
+  for (int i = 0; i < N; i++)
+    {
+      b[i] = (struct burst){ .socket = s.socket };
+      cr_assert (pthread_create (&t[i], NULL, burst_request, &b[i]) == 0);
+    }
+  int ok = 0, busy = 0;
+  for (int i = 0; i < N; i++)
+    {
+      pthread_join (t[i], NULL);
+      cr_assert (b[i].status == 200 || (b[i].status == 503 && b[i].retry_after),
+                 "request %d ended with %ld (Retry-After %d)", i, b[i].status,
+                 (int)b[i].retry_after);
+      cr_assert (b[i].ok_body, "request %d: a 200 without the program's output", i);
+      ok += b[i].status == 200;
+      busy += b[i].status == 503;
+    }
+  cr_assert (ok >= 18, "only %d of %d requests ran (at least max-concurrent + max-queue)", ok, N);
+  cr_log_info ("200 requests: %d results, %d busy", ok, busy);
+  struct run_out after;
+  serve_run (&s, "print('after')\n", NULL, &after);
+  assert_prints (&after, "after\n");
+  run_out_free (&after);
+  stop_cleanly (&s);
+}
+
+static int
+count_fds (pid_t pid)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir (path);
+  cr_assert_not_null (d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    n += e->d_name[0] != '.';
+  closedir (d);
+  return n;
+}
+
+static long
+rss_kb (pid_t pid)
+{
+  char path[64], line[256];
+  snprintf (path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen (path, "re");
+  cr_assert_not_null (f);
+  long kb = -1;
+  while (fgets (line, sizeof line, f))
+    if (strncmp (line, "VmRSS:", 6) == 0)
+      kb = strtol (line + 6, NULL, 10);
+  fclose (f);
+  return kb;
+}
+
+static void
+post_runs (struct serve_job *s, int n)
+{
+  static const char body[] = "{\"code\": \"print(1)\"}";
+  for (int i = 0; i < n; i++)
+    {
+      char *answer = NULL;
+      long st
+          = serve_http (s->socket, "POST", "/v1/runs", body, strlen (body), NULL, &answer, NULL);
+      cr_assert (st == 200 && strstr (answer, "\"stdout\":\"1\\n\""), "run %d: %ld %s", i, st,
+                 answer);
+      free (answer);
+    }
+}
+
+Test (serve, a_thousand_runs_leave_fds_rss_and_cgroups_flat, .timeout = 900)
+{
+  int n = harness_is_runsc () ? 100 : 1000;
+  const char *const args[] = { "--pool-size", "2", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  post_runs (&s, 30);
+  wait_pool (&s, 2);
+  pid_t server = s.job.pid;
+  int fds0 = count_fds (server);
+  long rss0 = rss_kb (server);
+  char desc[1024] = "";
+  int cg0 = have_cgroups () ? count_nsbox_cgroups (server, desc, sizeof desc) : 0;
+  post_runs (&s, n);
+  wait_pool (&s, 2);
+  /* The last connection's socket closes just after its answer. */
+  int fds1 = count_fds (server);
+  for (double w = 0; fds1 > fds0 && w < harness_scaled (2); w += 0.02)
+    {
+      sleep_s (0.02);
+      fds1 = count_fds (server);
+    }
+  long rss1 = rss_kb (server);
+  int cg1 = have_cgroups () ? count_nsbox_cgroups (server, desc, sizeof desc) : 0;
+  cr_log_info ("%d runs: fds %d -> %d, RSS %ld -> %ld kB, cgroups %d -> %d", n, fds0, fds1, rss0,
+               rss1, cg0, cg1);
+  cr_assert (fds1 == fds0, "the server's fds went from %d to %d over %d runs", fds0, fds1, n);
+#ifndef __SANITIZE_ADDRESS__
+  cr_assert (rss1 - rss0 < 4096, "the server's RSS grew from %ld to %ld kB over %d runs", rss0,
+             rss1, n);
+#endif
+  cr_assert (cg1 == cg0, "the server's cgroups went from %d to %d: %s", cg0, cg1, desc);
+  stop_cleanly (&s);
+}
