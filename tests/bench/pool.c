@@ -9,11 +9,15 @@
  * then the sustained throughput at concurrency 2 (pool runs back to back in
  * two threads, against cold chroot runs in two processes), and the memory of
  * an idle entry (size 8, full): RSS of its processes and its cgroup's usage.
- * With `runsc` as second argument: pooled runsc latency against a cold
- * runsc nsbox_run.
+ * With NSBOX_BIN as fourth argument, the same request through `nsbox serve`
+ * on a unix socket (libcurl, one connection kept open), and the server's
+ * throughput at concurrency 2. With `runsc` as second argument: pooled
+ * runsc latency against a cold runsc nsbox_run.
  *
- * Usage: pool ROOTFS [runsc] [N] */
+ * Usage: pool ROOTFS [native|runsc] [N] [NSBOX_BIN] */
+#include <curl/curl.h>
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -296,6 +300,151 @@ cgroup_memory_kb (pid_t pid)
   return kb;
 }
 
+/* ---- through nsbox serve ---- */
+
+static const char *server_socket;
+
+static size_t
+sink (char *data, size_t size, size_t n, void *arg)
+{
+  struct
+  {
+    char buf[4096];
+    size_t len;
+  } *a = arg;
+  size_t bytes = size * n, room = sizeof a->buf - 1 - a->len;
+  memcpy (a->buf + a->len, data, bytes < room ? bytes : room);
+  a->len += bytes < room ? bytes : room;
+  a->buf[a->len] = '\0';
+  return bytes;
+}
+
+static CURL *
+server_handle (void)
+{
+  CURL *h = curl_easy_init ();
+  static const char body[] = "{\"code\": \"print(sum(range(10)))\\n\"}";
+  curl_easy_setopt (h, CURLOPT_URL, "http://localhost/v1/runs");
+  curl_easy_setopt (h, CURLOPT_UNIX_SOCKET_PATH, server_socket);
+  curl_easy_setopt (h, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt (h, CURLOPT_WRITEFUNCTION, sink);
+  curl_easy_setopt (h, CURLOPT_NOSIGNAL, 1L);
+  return h;
+}
+
+static double
+server_once (CURL *h, bool *warm)
+{
+  struct
+  {
+    char buf[4096];
+    size_t len;
+  } a = { .len = 0 };
+  curl_easy_setopt (h, CURLOPT_WRITEDATA, &a);
+  double t0 = now ();
+  CURLcode rc = curl_easy_perform (h);
+  double t = now () - t0;
+  long status = 0;
+  curl_easy_getinfo (h, CURLINFO_RESPONSE_CODE, &status);
+  if (rc != CURLE_OK || status != 200 || !strstr (a.buf, "\"stdout\":\"45\\n\""))
+    {
+      fprintf (stderr, "bench pool: the server answered %ld: %s\n", status, a.buf);
+      exit (1);
+    }
+  *warm = strstr (a.buf, "\"served\":\"warm\"") != NULL;
+  return t;
+}
+
+static void
+wait_server_ready (CURL *health)
+{
+  double until = now () + 60;
+  for (;;)
+    {
+      struct
+      {
+        char buf[4096];
+        size_t len;
+      } a = { .len = 0 };
+      curl_easy_setopt (health, CURLOPT_WRITEDATA, &a);
+      if (curl_easy_perform (health) == CURLE_OK && strstr (a.buf, "\"ready\":2"))
+        return;
+      if (now () > until)
+        die ("the server's pool did not fill within 60 s", NULL);
+      usleep (500);
+    }
+}
+
+static void *
+tp_server_thread (void *arg)
+{
+  struct tp_arg *a = arg;
+  CURL *h = server_handle ();
+  bool warm;
+  while (now () < a->until)
+    {
+      server_once (h, &warm);
+      a->runs++;
+    }
+  curl_easy_cleanup (h);
+  return NULL;
+}
+
+static void
+server_rows (const char *nsbox, int n)
+{
+  char dir[] = "/tmp/nsbox-bench-XXXXXX";
+  if (!mkdtemp (dir))
+    die ("mkdtemp", NULL);
+  static char sock[64];
+  snprintf (sock, sizeof sock, "%s/s.sock", dir);
+  server_socket = sock;
+  char listen[80];
+  snprintf (listen, sizeof listen, "unix:%s", sock);
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      int null = open ("/dev/null", O_WRONLY);
+      dup2 (null, 2);
+      execl (nsbox, "nsbox", "serve", "--rootfs", rootfs, "--listen", listen, "--pool-size", "2",
+             (char *)NULL);
+      _exit (127);
+    }
+  CURL *health = curl_easy_init ();
+  curl_easy_setopt (health, CURLOPT_URL, "http://localhost/v1/health");
+  curl_easy_setopt (health, CURLOPT_UNIX_SOCKET_PATH, sock);
+  curl_easy_setopt (health, CURLOPT_WRITEFUNCTION, sink);
+  double *srv = calloc ((size_t)n, sizeof *srv), *cold = calloc ((size_t)n, sizeof *cold);
+  CURL *h = server_handle ();
+  int cold_served = 0;
+  for (int i = 0; i < n; i++)
+    {
+      wait_server_ready (health);
+      bool warm;
+      srv[i] = server_once (h, &warm);
+      cold_served += !warm;
+      cold[i] = cold_once ();
+    }
+  double s50 = pct (srv, n, 0.5), s99 = pct (srv, n, 0.99), c50 = pct (cold, n, 0.5);
+  printf ("through nsbox serve (unix socket, libcurl, connection kept):\n");
+  printf ("  request->result             p50 %7.2f ms  p99 %7.2f ms  (%d of %d served cold)\n",
+          s50 * 1e3, s99 * 1e3, cold_served, n);
+  printf ("  server p50 / cold chroot python3 p50 (%.2f ms): %.2f (target <= 0.25)\n", c50 * 1e3,
+          s50 / c50);
+  double tp_srv = throughput (tp_server_thread, NULL, 5);
+  double tp_cold = throughput (tp_cold_thread, NULL, 5);
+  printf ("throughput at concurrency 2: through the server %.1f runs/s, bare chroot python3 "
+          "%.1f runs/s: %.2f (target >= 0.9)\n",
+          tp_srv, tp_cold, tp_srv / tp_cold);
+  curl_easy_cleanup (h);
+  curl_easy_cleanup (health);
+  kill (pid, SIGTERM);
+  waitpid (pid, NULL, 0);
+  rmdir (dir);
+  free (srv);
+  free (cold);
+}
+
 static void
 idle_memory (nsbox_config *config)
 {
@@ -415,6 +564,8 @@ main (int argc, char **argv)
   nsbox_pool_free (pool);
   if (!runsc)
     idle_memory (config);
+  if (!runsc && argc > 4)
+    server_rows (argv[4], n);
   nsbox_config_free (config);
   free (a);
   free (b);

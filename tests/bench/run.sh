@@ -323,7 +323,7 @@ pool_bench="$(cd "$build" && pwd -P)/tests/bench/pool"
 if [ "$(id -u)" -ne 0 ]; then
 	echo "bench: the pool rows need root (their baselines use chroot): skipped"
 else
-	"$pool_bench" "$rootfs" native "$n" || status=$?
+	"$pool_bench" "$rootfs" native "$n" "$nsbox" || status=$?
 	if command -v runsc >/dev/null 2>&1 || [ -n "${NSBOX_RUNSC:-}" ]; then
 		echo
 		"$pool_bench" "$rootfs" runsc "$n" || status=$?
