@@ -6,6 +6,7 @@
  * unprivileged test user) and runtime. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -652,4 +653,55 @@ Test (serve, a_thousand_runs_leave_fds_rss_and_cgroups_flat, .timeout = 900)
 #endif
   cr_assert (cg1 == cg0, "the server's cgroups went from %d to %d: %s", cg0, cg1, desc);
   stop_cleanly (&s);
+}
+
+Test (serve, socket_activation_takes_the_socket_systemd_passes, .timeout = 120)
+{
+  char *dir = user_dir ();
+  char sock[128], server[160];
+  snprintf (sock, sizeof sock, "%s/activated.sock", dir);
+  snprintf (server, sizeof server, "unix:%s", sock);
+  /* systemd-socket-activate binds the socket, and on the first connection
+   * executes the server with it as fd 3 (LISTEN_FDS=1), as a .socket unit
+   * does. */
+  const char *argv[16];
+  int argc = 0;
+  argv[argc++] = "systemd-socket-activate";
+  argv[argc++] = "-l";
+  argv[argc++] = sock;
+  argv[argc++] = harness_nsbox_bin ();
+  argv[argc++] = "serve";
+  argv[argc++] = "--rootfs";
+  argv[argc++] = harness_rootfs ();
+  argv[argc++] = "--runtime";
+  argv[argc++] = harness_runtime ();
+  argv[argc] = NULL;
+  pid_t pid = harness_fork_launcher ();
+  if (pid == 0)
+    {
+      int null = open ("/dev/null", O_WRONLY | O_CLOEXEC);
+      dup2 (null, 1);
+      dup2 (null, 2);
+      execvp (argv[0], (char *const *)argv);
+      _exit (127);
+    }
+  for (double w = 0; access (sock, F_OK) != 0 && w < harness_scaled (10); w += 0.02)
+    sleep_s (0.02);
+  struct serve_job s;
+  memset (&s, 0, sizeof s);
+  snprintf (s.socket, sizeof s.socket, "%s", sock);
+  snprintf (s.server_arg, sizeof s.server_arg, "%s", server);
+  struct run_out out;
+  serve_run (&s, "print('activated')\n", NULL, &out);
+  assert_prints (&out, "activated\n");
+  run_out_free (&out);
+  cr_assert (kill (pid, SIGTERM) == 0);
+  int status;
+  waitpid (pid, &status, 0);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
+             "the activated server ended with 0x%x after SIGTERM", status);
+  /* The socket is systemd's: the server leaves it. */
+  unlink (sock);
+  rmdir (dir);
+  free (dir);
 }
