@@ -637,7 +637,7 @@ Test (serve, a_thousand_runs_leave_fds_rss_and_cgroups_flat, .timeout = 900)
   wait_pool (&s, 2);
   /* The last connection's socket closes just after its answer. */
   int fds1 = count_fds (server);
-  for (double w = 0; fds1 > fds0 && w < harness_scaled (2); w += 0.02)
+  for (double w = 0; fds1 > fds0 && w < harness_scaled (5); w += 0.02)
     {
       sleep_s (0.02);
       fds1 = count_fds (server);
@@ -646,7 +646,9 @@ Test (serve, a_thousand_runs_leave_fds_rss_and_cgroups_flat, .timeout = 900)
   int cg1 = have_cgroups () ? count_nsbox_cgroups (server, desc, sizeof desc) : 0;
   cr_log_info ("%d runs: fds %d -> %d, RSS %ld -> %ld kB, cgroups %d -> %d", n, fds0, fds1, rss0,
                rss1, cg0, cg1);
-  cr_assert (fds1 == fds0, "the server's fds went from %d to %d over %d runs", fds0, fds1, n);
+  /* Not more than before (the first count may have caught a connection
+   * that was closing). */
+  cr_assert (fds1 <= fds0, "the server's fds went from %d to %d over %d runs", fds0, fds1, n);
 #ifndef __SANITIZE_ADDRESS__
   cr_assert (rss1 - rss0 < 4096, "the server's RSS grew from %ld to %ld kB over %d runs", rss0,
              rss1, n);
