@@ -59,19 +59,6 @@ struct report
   char first_failure[256];
 };
 
-static int
-count_fds (void)
-{
-  DIR *d = opendir ("/proc/self/fd");
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir (d)))
-    n += isdigit ((unsigned char)e->d_name[0]) != 0;
-  if (d)
-    closedir (d);
-  return n - 1; /* the directory's own fd */
-}
-
 static long
 status_kb (const char *field)
 {
@@ -133,7 +120,7 @@ take_snapshot (struct snapshot *s)
 {
   struct mallinfo2 mi = mallinfo2 ();
   s->heap_bytes = (long long)(mi.uordblks + mi.hblkhd);
-  s->fds = count_fds ();
+  s->fds = count_fds (getpid ()) - 1; /* the directory's own fd */
   s->rss_kb = status_kb ("VmRSS:");
   s->threads = (int)status_kb ("Threads:");
   s->children = count_children ();

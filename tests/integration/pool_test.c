@@ -25,31 +25,6 @@ assert_warm (struct run_out *out)
               "the run was not served by a pooled sandbox");
 }
 
-static void
-sleep_s (double s)
-{
-  struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-  while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
-    ;
-}
-
-/* Whether process `pid` is gone (or a zombie nobody may signal). */
-static bool
-process_gone (pid_t pid)
-{
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen (path, "re");
-  if (!f)
-    return true;
-  char buf[512];
-  size_t n = fread (buf, 1, sizeof buf - 1, f);
-  fclose (f);
-  buf[n] = '\0';
-  char *p = strrchr (buf, ')');
-  return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
 static pid_t
 the_one_entry (struct pool_job *job)
 {
@@ -180,7 +155,7 @@ Test (pool, the_timeout_counts_from_dispatch_not_from_the_entry_start, .timeout 
   cr_assert (pool_wait_ready (&job, 1), "the pool had no entry ready");
   /* The entry idles 3 s, longer than the timeout; its run still gets the
    * whole timeout. */
-  sleep_s (3);
+  sleep_seconds (3);
   char code[256];
   snprintf (code, sizeof code, "import time\ntime.sleep(%.3f)\nprint('done')\n",
             harness_scaled (1));
@@ -323,7 +298,7 @@ Test (pool, an_entry_whose_init_is_killed_from_the_host_is_replaced, .timeout = 
   struct pool_counts c = pool_counts (&job);
   while (c.discarded == 0 && waited < harness_scaled (10))
     {
-      sleep_s (0.05);
+      sleep_seconds (0.05);
       waited += 0.05;
       c = pool_counts (&job);
     }
@@ -377,36 +352,6 @@ Test (pool, freeing_the_pool_leaves_no_entry_or_cgroup, .timeout = 120)
     cr_assert (process_gone (pids[i]), "entry init %d outlived the pool", (int)pids[i]);
   int after = have_cgroups () ? count_nsbox_cgroups (launcher, desc, sizeof desc) : 0;
   cr_assert (after == 0, "%d cgroup(s) of the pool left (had %d): %s", after, before, desc);
-}
-
-static int
-count_fds (pid_t pid)
-{
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/fd", (int)pid);
-  DIR *d = opendir (path);
-  cr_assert_not_null (d, "%s: %s", path, strerror (errno));
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    n += e->d_name[0] != '.';
-  closedir (d);
-  return n;
-}
-
-static long
-rss_kb (pid_t pid)
-{
-  char path[64], line[256];
-  snprintf (path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen (path, "re");
-  cr_assert_not_null (f);
-  long kb = -1;
-  while (fgets (line, sizeof line, f))
-    if (strncmp (line, "VmRSS:", 6) == 0)
-      kb = strtol (line + 6, NULL, 10);
-  fclose (f);
-  return kb;
 }
 
 Test (pool, many_runs_leave_the_launcher_s_fds_rss_and_cgroups_flat, .timeout = 600)

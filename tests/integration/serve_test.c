@@ -19,62 +19,6 @@
 
 #include "harness.h"
 
-static void
-sleep_s (double s)
-{
-  struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
-  while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
-    ;
-}
-
-static bool
-process_gone (pid_t pid)
-{
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen (path, "re");
-  if (!f)
-    return true;
-  char buf[512];
-  size_t n = fread (buf, 1, sizeof buf - 1, f);
-  fclose (f);
-  buf[n] = '\0';
-  char *p = strrchr (buf, ')');
-  return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
-/* The server's children: its pooled sandboxes' inits (and cold runs'). */
-static int
-children_of (pid_t pid, pid_t *out, int max)
-{
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/task", (int)pid);
-  DIR *d = opendir (path);
-  if (!d)
-    return 0;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      if (e->d_name[0] == '.')
-        continue;
-      char cpath[300], buf[4096];
-      snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
-      FILE *f = fopen (cpath, "re");
-      if (!f)
-        continue;
-      size_t len = fread (buf, 1, sizeof buf - 1, f);
-      fclose (f);
-      buf[len] = '\0';
-      char *save = NULL;
-      for (char *tok = strtok_r (buf, " \n", &save); tok && n < max;
-           tok = strtok_r (NULL, " \n", &save))
-        out[n++] = (pid_t)strtol (tok, NULL, 10);
-    }
-  closedir (d);
-  return n;
-}
-
 /* Waits until the default profile's pool has `n` entries ready (from
  * /v1/health). */
 static void
@@ -90,7 +34,7 @@ wait_pool (struct serve_job *s, int n)
       free (answer);
       if (ready)
         return;
-      sleep_s (0.02);
+      sleep_seconds (0.02);
     }
   cr_assert_fail ("the server's pool did not reach %d ready entries", n);
 }
@@ -347,7 +291,7 @@ Test (serve, tcp_needs_a_bearer_token_and_checks_it, .timeout = 120)
     {
       code = serve_http (url, "GET", "/v1/health", NULL, 0, auth, NULL, NULL);
       if (code != 200)
-        sleep_s (0.05);
+        sleep_seconds (0.05);
     }
   cr_assert (code == 200, "the TCP server did not answer");
   cr_assert_eq (serve_http (url, "GET", "/v1/health", NULL, 0, NULL, NULL, NULL), 401,
@@ -402,7 +346,7 @@ Test (serve, sigterm_finishes_the_runs_in_flight_then_leaves_nothing, .timeout =
   struct run_job job;
   run_nsbox_spawn ("run", false, client, true, &job);
   run_job_feed (&job, code, strlen (code));
-  sleep_s (harness_scaled (0.5));
+  sleep_seconds (harness_scaled (0.5));
   char *log = NULL;
   int status = serve_stop (&s, &log);
   struct run_out out;
@@ -433,7 +377,7 @@ Test (serve, kill_9_of_the_server_leaves_no_sandbox_and_a_restart_cleans_up, .ti
   run_nsbox_spawn ("run", false, client, true, &job);
   static const char code[] = "import time\ntime.sleep(1000)\n";
   run_job_feed (&job, code, strlen (code));
-  sleep_s (harness_scaled (0.5));
+  sleep_seconds (harness_scaled (0.5));
   pid_t sandboxes[16];
   int n = children_of (server, sandboxes, 16);
   cr_assert (n >= 2, "expected sandboxes under the server, found %d", n);
@@ -447,7 +391,7 @@ Test (serve, kill_9_of_the_server_leaves_no_sandbox_and_a_restart_cleans_up, .ti
   for (int i = 0; i < n; i++)
     {
       for (double w = 0; !process_gone (sandboxes[i]) && w < harness_scaled (10); w += 0.05)
-        sleep_s (0.05);
+        sleep_seconds (0.05);
       cr_assert (process_gone (sandboxes[i]), "sandbox init %d outlived its killed server",
                  (int)sandboxes[i]);
     }
@@ -485,7 +429,7 @@ Test (serve, a_client_that_hangs_up_gets_its_sandbox_killed, .timeout = 120)
   run_nsbox_spawn ("run", false, client, true, &job);
   static const char code[] = "import time\ntime.sleep(1000)\n";
   run_job_feed (&job, code, strlen (code));
-  sleep_s (harness_scaled (0.5));
+  sleep_seconds (harness_scaled (0.5));
   cr_assert (!process_gone (entry[0]), "the sandbox should be running the code");
   kill (job.pid, SIGKILL);
   struct run_out out;
@@ -496,7 +440,7 @@ Test (serve, a_client_that_hangs_up_gets_its_sandbox_killed, .timeout = 120)
     {
       gone = process_gone (entry[0]);
       if (!gone)
-        sleep_s (0.02);
+        sleep_seconds (0.02);
     }
   cr_assert (gone, "the sandbox (init %d) outlived its client", (int)entry[0]);
   /* The server counts the run once its teardown is over (runsc: gVisor's
@@ -510,7 +454,7 @@ Test (serve, a_client_that_hangs_up_gets_its_sandbox_killed, .timeout = 120)
       cr_assert_eq (serve_http (s.socket, "GET", "/metrics", NULL, 0, NULL, &metrics, NULL), 200);
       counted = strstr (metrics, "outcome=\"cancelled\",served=\"warm\"} 1") != NULL;
       if (!counted)
-        sleep_s (0.05);
+        sleep_seconds (0.05);
     }
   cr_assert (counted, "/metrics does not count the cancelled run: %s", metrics);
   free (metrics);
@@ -575,36 +519,6 @@ Test (serve, two_hundred_requests_at_once_end_as_results_or_clean_503s, .timeout
   stop_cleanly (&s);
 }
 
-static int
-count_fds (pid_t pid)
-{
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/fd", (int)pid);
-  DIR *d = opendir (path);
-  cr_assert_not_null (d);
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    n += e->d_name[0] != '.';
-  closedir (d);
-  return n;
-}
-
-static long
-rss_kb (pid_t pid)
-{
-  char path[64], line[256];
-  snprintf (path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen (path, "re");
-  cr_assert_not_null (f);
-  long kb = -1;
-  while (fgets (line, sizeof line, f))
-    if (strncmp (line, "VmRSS:", 6) == 0)
-      kb = strtol (line + 6, NULL, 10);
-  fclose (f);
-  return kb;
-}
-
 static void
 post_runs (struct serve_job *s, int n)
 {
@@ -639,7 +553,7 @@ Test (serve, a_thousand_runs_leave_fds_rss_and_cgroups_flat, .timeout = 900)
   int fds1 = count_fds (server);
   for (double w = 0; fds1 > fds0 && w < harness_scaled (5); w += 0.02)
     {
-      sleep_s (0.02);
+      sleep_seconds (0.02);
       fds1 = count_fds (server);
     }
   long rss1 = rss_kb (server);
@@ -688,7 +602,7 @@ Test (serve, socket_activation_takes_the_socket_systemd_passes, .timeout = 120)
       _exit (127);
     }
   for (double w = 0; access (sock, F_OK) != 0 && w < harness_scaled (10); w += 0.02)
-    sleep_s (0.02);
+    sleep_seconds (0.02);
   struct serve_job s;
   memset (&s, 0, sizeof s);
   snprintf (s.socket, sizeof s.socket, "%s", sock);

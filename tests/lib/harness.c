@@ -247,7 +247,7 @@ child_reset (pid_t parent)
     _exit (126);
 }
 
-static double
+double
 now_seconds (void)
 {
   struct timespec ts;
@@ -2059,4 +2059,77 @@ user_dir (void)
   if (ids.drop)
     cr_assert (chown (tmpl, ids.uid, ids.gid) == 0, "chown %s: %s", tmpl, strerror (errno));
   return strdup (tmpl);
+}
+
+void
+sleep_seconds (double s)
+{
+  struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+  while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+bool
+process_gone (pid_t pid)
+{
+  char path[64], buf[512];
+  size_t n;
+  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
+  if (!read_whole (path, buf, sizeof buf, &n))
+    return true;
+  char *p = strrchr (buf, ')');
+  return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+int
+children_of (pid_t pid, pid_t *out, int max)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir (path);
+  if (!d)
+    return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      char cpath[300], buf[4096];
+      size_t len;
+      snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
+      if (e->d_name[0] == '.' || !read_whole (cpath, buf, sizeof buf, &len))
+        continue;
+      char *save = NULL;
+      for (char *tok = strtok_r (buf, " \n", &save); tok && n < max;
+           tok = strtok_r (NULL, " \n", &save))
+        out[n++] = (pid_t)strtol (tok, NULL, 10);
+    }
+  closedir (d);
+  return n;
+}
+
+int
+count_fds (pid_t pid)
+{
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir (path);
+  cr_assert_not_null (d, "%s: %s", path, strerror (errno));
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    n += e->d_name[0] != '.';
+  closedir (d);
+  return n;
+}
+
+long
+rss_kb (pid_t pid)
+{
+  char path[64], buf[4096];
+  size_t n;
+  snprintf (path, sizeof path, "/proc/%d/status", (int)pid);
+  if (!read_whole (path, buf, sizeof buf, &n))
+    return -1;
+  const char *p = strstr (buf, "\nVmRSS:");
+  return p ? strtol (p + 7, NULL, 10) : -1;
 }

@@ -228,6 +228,18 @@ uint16_t free_tcp_port (void);
  * server must read: a fresh 0700 directory; free and rm -r it. */
 char *user_dir (void);
 
+/* CLOCK_MONOTONIC in seconds. */
+double now_seconds (void);
+
+/* Host processes seen from /proc. */
+void sleep_seconds (double seconds);
+/* Gone, or a zombie. */
+bool process_gone (pid_t pid);
+/* The children of every thread of pid; returns how many (at most max). */
+int children_of (pid_t pid, pid_t *out, int max);
+int count_fds (pid_t pid);
+long rss_kb (pid_t pid);
+
 /* run_cli or run_lib. */
 void run_mode (enum run_mode mode, const char *code, const char *const *extra_args,
                struct run_out *out);

@@ -22,14 +22,6 @@
 #include "pool.h"
 #include "util.h"
 
-static double
-now_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static bool
 read_full (int fd, void *buf, size_t len)
 {
@@ -76,10 +68,10 @@ send_chunk (int fd, const char *data, size_t len)
 static bool
 wait_ready (nsbox_pool *pool, unsigned n, double limit_s)
 {
-  double until = now_s () + limit_s;
+  double until = now_seconds () + limit_s;
   while (nsbox_pool_ready (pool) < n)
     {
-      if (now_s () > until)
+      if (now_seconds () > until)
         return false;
       struct timespec ts = { 0, 1000000 };
       nanosleep (&ts, NULL);
@@ -108,9 +100,9 @@ answer_run (int out, nsbox_pool *pool, char *opts, const char *code, size_t len,
   if (r >= 0)
     {
       wait_ready (pool, 1, limit_s);
-      t0 = now_s ();
+      t0 = now_seconds ();
       r = nsbox_pool_run (pool, code, len, ro, &res, &err);
-      t1 = now_s ();
+      t1 = now_seconds ();
     }
   char *json = r >= 0 ? nsbox_result_to_json (res, &err) : NULL;
   char *msg = json ? xasprintf ("J %.6f %s", t1 - t0, json)
@@ -281,31 +273,7 @@ pool_counts (struct pool_job *job)
 int
 pool_entry_pids (struct pool_job *job, pid_t *pids, int max)
 {
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/task", (int)job->pid);
-  DIR *d = opendir (path);
-  cr_assert_not_null (d, "%s: %s", path, strerror (errno));
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      if (e->d_name[0] == '.')
-        continue;
-      char cpath[300], buf[4096];
-      snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)job->pid, e->d_name);
-      FILE *f = fopen (cpath, "re");
-      if (!f)
-        continue;
-      size_t len = fread (buf, 1, sizeof buf - 1, f);
-      fclose (f);
-      buf[len] = '\0';
-      char *save = NULL;
-      for (char *tok = strtok_r (buf, " \n", &save); tok && n < max;
-           tok = strtok_r (NULL, " \n", &save))
-        pids[n++] = (pid_t)strtol (tok, NULL, 10);
-    }
-  closedir (d);
-  return n;
+  return children_of (job->pid, pids, max);
 }
 
 void

@@ -18,14 +18,6 @@
 
 #include "harness.h"
 
-static double
-now_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 struct answer
 {
   char *buf;
@@ -131,7 +123,7 @@ serve_start (const char *const *extra_args, struct serve_job *s)
   free (args);
   close (s->job.in_fd);
   s->job.in_fd = -1;
-  double until = now_s () + harness_scaled (30);
+  double until = now_seconds () + harness_scaled (30);
   for (;;)
     {
       char *answer = NULL;
@@ -150,7 +142,7 @@ serve_start (const char *const *extra_args, struct serve_job *s)
           buf[r > 0 ? r : 0] = '\0';
           cr_assert_fail ("nsbox serve ended with status 0x%x before it answered: %s", status, buf);
         }
-      cr_assert (now_s () < until, "nsbox serve did not answer /v1/health within 30 s");
+      cr_assert (now_seconds () < until, "nsbox serve did not answer /v1/health within 30 s");
       struct timespec ts = { 0, 10000000 };
       nanosleep (&ts, NULL);
     }
@@ -181,11 +173,11 @@ int
 serve_stop (struct serve_job *s, char **log)
 {
   kill (s->job.pid, SIGTERM);
-  double until = now_s () + harness_scaled (60);
+  double until = now_seconds () + harness_scaled (60);
   int status = -1;
   while (waitpid (s->job.pid, &status, WNOHANG) == 0)
     {
-      if (now_s () > until)
+      if (now_seconds () > until)
         {
           kill (s->job.pid, SIGKILL);
           waitpid (s->job.pid, &status, 0);
