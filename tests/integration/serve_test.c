@@ -621,3 +621,64 @@ Test (serve, socket_activation_takes_the_socket_systemd_passes, .timeout = 120)
   rmdir (dir);
   free (dir);
 }
+
+static void
+expect_cli_refusal (const char *command, bool sandbox_args, const char *const *args,
+                    const char *needle)
+{
+  struct run_job job;
+  struct run_out out;
+  run_nsbox_spawn (command, sandbox_args, args, false, &job);
+  run_cli_wait (&job, "print(1)\n", 9, &out);
+  RUN_ASSERT (&out, out.exit_status == 125 && strstr (out.err, needle),
+              "nsbox %s must refuse with exit 125 and a message naming '%s'", command, needle);
+  run_out_free (&out);
+}
+
+Test (serve, bad_flags_and_sockets_are_refused_with_a_clear_message, .timeout = 60)
+{
+  char *dir = user_dir ();
+  char file[200], file_arg[220], world[200], tcp[64];
+  snprintf (file, sizeof file, "%s/regular", dir);
+  snprintf (file_arg, sizeof file_arg, "unix:%s", file);
+  snprintf (world, sizeof world, "%s/token", dir);
+  snprintf (tcp, sizeof tcp, "tcp:127.0.0.1:%u", (unsigned)free_tcp_port ());
+  FILE *f = fopen (file, "we");
+  cr_assert_not_null (f);
+  fclose (f);
+  f = fopen (world, "we");
+  cr_assert_not_null (f);
+  fputs ("a-token-that-is-long-enough\n", f);
+  fclose (f);
+  chmod (world, 0644);
+  struct stat st;
+  cr_assert (stat (dir, &st) == 0 && chown (file, st.st_uid, st.st_gid) == 0
+             && chown (world, st.st_uid, st.st_gid) == 0);
+
+  const char *const bogus[] = { "--listen", "bogus", NULL };
+  expect_cli_refusal ("serve", true, bogus, "expected unix:PATH or tcp:ADDR:PORT");
+  const char *const relative[] = { "--listen", "unix:relative.sock", NULL };
+  expect_cli_refusal ("serve", true, relative, "must be absolute");
+  const char *const not_socket[] = { "--listen", file_arg, NULL };
+  expect_cli_refusal ("serve", true, not_socket, "is not a socket");
+  const char *const readable[] = { "--listen", tcp, "--token-file", world, NULL };
+  expect_cli_refusal ("serve", true, readable, "readable by its owner only");
+  const char *const zero[] = { "--max-concurrent", "0", NULL };
+  expect_cli_refusal ("serve", true, zero, "--max-concurrent");
+  const char *const huge[] = { "--max-request-bytes", "1g", NULL };
+  expect_cli_refusal ("serve", true, huge, "up to 64m");
+  const char *const profile[] = { "--profile", "no-equals-sign", NULL };
+  expect_cli_refusal ("serve", true, profile, "NAME=CONFIG.yaml");
+  const char *const pool[] = { "--pool-size", "5000", NULL };
+  expect_cli_refusal ("serve", true, pool, "'size'");
+  const char *const lone[] = { "--profile", "x", NULL };
+  expect_cli_refusal ("run", true, lone, "go with --server");
+  const char *const nowhere[] = { "--server", "unix:/nonexistent/nsbox.sock", NULL };
+  expect_cli_refusal ("run", false, nowhere, "/nonexistent/nsbox.sock");
+  const char *const scheme[] = { "--server", "ftp://example", NULL };
+  expect_cli_refusal ("run", false, scheme, "expected unix:/PATH or http://HOST:PORT");
+  unlink (file);
+  unlink (world);
+  rmdir (dir);
+  free (dir);
+}
