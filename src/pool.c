@@ -82,6 +82,7 @@ struct nsbox_pool
   struct entry *ready, **ready_tail; /* oldest first */
   struct entry *graveyard;
   size_t n_ready, n_starting;
+  size_t in_flight; /* runs between take and result */
   bool stopping;
   unsigned generation;
   char *identity;
@@ -410,7 +411,11 @@ refill_main (void *arg)
           pthread_mutex_lock (&p->lock);
           continue;
         }
-      if (p->n_ready + p->n_starting < p->options.size && now >= p->backoff_until_ms)
+      /* A start clones this process: its copy-on-write faults and the new
+       * program's start would land on the runs in flight. With an entry
+       * still ready it waits for them to end. */
+      if (p->n_ready + p->n_starting < p->options.size && now >= p->backoff_until_ms
+          && (p->in_flight == 0 || p->n_ready == 0))
         {
           p->n_starting++;
           unsigned generation = p->generation;
@@ -564,7 +569,8 @@ take_entry (struct nsbox_pool *p, uint64_t *cpu_at_dispatch)
           if (!p->ready)
             p->ready_tail = &p->ready;
           p->n_ready--;
-          pthread_cond_broadcast (&p->wake);
+          if (p->n_ready == 0)
+            pthread_cond_broadcast (&p->wake);
         }
       bool stale = e
                    && (e->generation != p->generation
@@ -654,6 +660,9 @@ nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
   if (!res)
     return nsbox_error_oom (err);
   uint64_t cpu_at_dispatch = 0;
+  pthread_mutex_lock (&p->lock);
+  p->in_flight++;
+  pthread_mutex_unlock (&p->lock);
   struct entry *e = take_entry (p, &cpu_at_dispatch);
   *warm = e != NULL;
   if (e)
@@ -673,6 +682,8 @@ nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
         r = nsbox_launch_finish (launch, &d, res, err);
     }
   pthread_mutex_lock (&p->lock);
+  if (--p->in_flight == 0)
+    pthread_cond_broadcast (&p->wake);
   if (r < 0)
     p->stats.errors++;
   else if (res->warm)
