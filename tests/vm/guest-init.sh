@@ -221,6 +221,10 @@ CGROUP2="$P/bin/cgroup2_test --jobs 1 --filter cgroup2/!(hundred_library_runs*)"
 CGROUP2_DELEGATED="$P/bin/cgroup2_test --jobs 1 --filter cgroup2/!(twenty_cli_runs*)"
 CGROUP2_SHARED="$P/bin/cgroup2_test --jobs 1 --filter cgroup2/@(json_limits*|sandbox_starts*|memory_limit*|timeout*)"
 UNDELEGATED="$P/bin/cgroup2_test --jobs 1 --filter undelegated/*"
+# The warm pool under cgroup v2 (entries started into their cgroups, CPU
+# time read from cpu.stat, cgroup.kill). Not many_runs_*: 300 runs in a row
+# are the host passes' job, too slow here.
+POOL="$P/bin/integration --jobs 1 --filter pool/!(many_runs*)"
 set -f # the filters are not globs for the shell
 
 # 1. root
@@ -228,6 +232,7 @@ NSBOX_BIN=$P/bin/nsbox
 export NSBOX_BIN
 pass "root: integration limits/*" $LIMITS
 pass "root: cgroup2_test cgroup2/*" $CGROUP2
+pass "root: integration pool/*" $POOL
 
 # 1b. root from a cgroup it shares with other processes, as from a login
 # shell's session scope: nsbox cannot use that cgroup, but root may make
@@ -260,6 +265,7 @@ NSBOX_TEST_LAUNCHER_CGROUP=$DELEGATED
 export NSBOX_BIN NSBOX_TEST_USER NSBOX_VM_DELEGATED NSBOX_TEST_LAUNCHER_CGROUP
 pass "delegated $TEST_USER: integration limits/*" in_harness_leaf $LIMITS_DELEGATED
 pass "delegated $TEST_USER: cgroup2_test cgroup2/*" in_harness_leaf $CGROUP2_DELEGATED
+pass "delegated $TEST_USER: integration pool/*" in_harness_leaf $POOL
 
 # 3. user without delegation: from the root cgroup, which it cannot write.
 NSBOX_BIN=$P/bin/nsbox
