@@ -153,14 +153,16 @@ extern "C"
    * a shared parent, and is discarded past its max age, when the image's
    * rootfs or the seccomp policy file changes (checked every second), or when
    * anything about it is unexpected (its init died, its program left its
-   * stdin read, wrote output or used CPU before dispatch). A pool with no
-   * entry ready serves the run cold; it never waits for one. */
+   * stdin read or wrote output before dispatch, or - native runtime - used
+   * CPU). A pool with no entry ready serves the run cold; it never waits for
+   * one. nsbox_run and nsbox_pool_run are not cancellation points: a
+   * pthread_cancel takes effect after they return. */
   typedef struct nsbox_pool nsbox_pool;
   typedef struct nsbox_pool_options nsbox_pool_options;
   typedef struct nsbox_run_options nsbox_run_options;
 
   /* Pool options: "size" (entries kept started, 0 to 1024, default 2),
-   * "max-age" (an idle entry's life, default 5m), "refill-concurrency"
+   * "max-age" (an idle entry's life, at least 1s, default 5m), "refill-concurrency"
    * (entries started at once, 1 to 64, default 1). */
   NSBOX_EXPORT nsbox_pool_options *nsbox_pool_options_new (struct nsbox_error **err);
   NSBOX_EXPORT int nsbox_pool_options_set (nsbox_pool_options *options, const char *key,
@@ -169,8 +171,9 @@ extern "C"
 
   /* Copies `config` (later changes to it do not reach the pool), pulls its
    * image once per its `pull` policy, and starts the refill threads. options
-   * may be NULL (the defaults). The entries live in threads of this
-   * process: a process that forks keeps them in the parent only. */
+   * may be NULL (the defaults). The entries belong to this process: in a
+   * child it forks, the copies of their fds are closed at once and the
+   * pool serves every run cold (nsbox_pool_free there frees memory only). */
   NSBOX_EXPORT int nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options,
                                    nsbox_pool **pool, struct nsbox_error **err);
 

@@ -15,7 +15,11 @@
  *     entries when the image's rootfs or the seccomp policy file changed.
  *
  * An entry's init dies with the thread that cloned it (PR_SET_PDEATHSIG):
- * refill threads live until nsbox_pool_free has destroyed every entry. */
+ * refill threads live until nsbox_pool_free has destroyed every entry.
+ *
+ * A process that forks keeps its pools; its child gets foreign copies: the
+ * launches' fds closed (run.c), no threads, every run served cold, and
+ * nsbox_pool_free there frees memory only. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -88,9 +92,78 @@ struct nsbox_pool
   char *identity;
   uint64_t backoff_until_ms, backoff_ms;
   struct nsbox_pool_stats stats;
-  pthread_t threads[POOL_MAX_REFILL];
+  pthread_t threads[POOL_MAX_REFILL + 1];
   size_t n_threads;
+  bool foreign; /* a forked copy: no threads, nothing of it is ours */
+  struct nsbox_pool *prev_pool, *next_pool;
 };
+
+/* ---- fork: every pool of the process, locked across it ---- */
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nsbox_pool *pools;
+static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
+
+static void
+pools_prepare (void)
+{
+  pthread_mutex_lock (&pools_lock);
+  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
+    pthread_mutex_lock (&p->lock);
+}
+
+static void
+pools_parent (void)
+{
+  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
+    pthread_mutex_unlock (&p->lock);
+  pthread_mutex_unlock (&pools_lock);
+}
+
+static void
+pools_child (void)
+{
+  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
+    {
+      p->foreign = true;
+      pthread_mutex_unlock (&p->lock);
+    }
+  pools = NULL;
+  pthread_mutex_unlock (&pools_lock);
+}
+
+static void
+pools_register_atfork (void)
+{
+  pthread_atfork (pools_prepare, pools_parent, pools_child);
+}
+
+static void
+pool_register (struct nsbox_pool *p)
+{
+  pthread_once (&pools_once, pools_register_atfork);
+  pthread_mutex_lock (&pools_lock);
+  p->next_pool = pools;
+  if (pools)
+    pools->prev_pool = p;
+  pools = p;
+  pthread_mutex_unlock (&pools_lock);
+}
+
+static void
+pool_unregister (struct nsbox_pool *p)
+{
+  if (p->foreign)
+    return;
+  pthread_mutex_lock (&pools_lock);
+  if (p->prev_pool)
+    p->prev_pool->next_pool = p->next_pool;
+  else if (pools == p)
+    pools = p->next_pool;
+  if (p->next_pool)
+    p->next_pool->prev_pool = p->prev_pool;
+  pthread_mutex_unlock (&pools_lock);
+}
 
 /* ---- options ---- */
 
@@ -134,10 +207,12 @@ nsbox_pool_options_set (nsbox_pool_options *o, const char *key, const char *valu
     }
   if (strcmp (key, "max-age") == 0)
     {
-      if (nsbox_parse_duration (value, &v) < 0 || v == 0)
+      /* At least a second: a shorter life would start and discard
+       * entries without end. */
+      if (nsbox_parse_duration (value, &v) < 0 || v < 1000)
         return nsbox_error_set (err, EINVAL,
                                 "invalid value '%s' for pool option 'max-age': expected a "
-                                "duration such as 60s",
+                                "duration of at least 1s, such as 60s",
                                 value);
       o->max_age_ms = v;
       return 0;
@@ -414,7 +489,7 @@ refill_main (void *arg)
       /* A start clones this process: its copy-on-write faults and the new
        * program's start would land on the runs in flight. With an entry
        * still ready it waits for them to end. */
-      if (p->n_ready + p->n_starting < p->options.size && now >= p->backoff_until_ms
+      if (!a.sweeper && p->n_ready + p->n_starting < p->options.size && now >= p->backoff_until_ms
           && (p->in_flight == 0 || p->n_ready == 0))
         {
           p->n_starting++;
@@ -501,13 +576,16 @@ nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options, n
   pthread_cond_init (&p->wake, &ca);
   pthread_condattr_destroy (&ca);
   pthread_mutex_init (&p->lock, NULL);
-  for (size_t i = 0; i < p->options.refill; i++)
+  pool_register (p);
+  /* The refill threads, and one more that only sweeps (a start can take
+   * seconds: the sweep must not wait behind one). */
+  for (size_t i = 0; i <= p->options.refill; i++)
     {
       struct refill_arg *a = malloc (sizeof *a);
       int r = a ? 0 : ENOMEM;
       if (a)
         {
-          *a = (struct refill_arg){ p, i == 0 };
+          *a = (struct refill_arg){ p, i == p->options.refill };
           r = pthread_create (&p->threads[i], NULL, refill_main, a);
           if (r != 0)
             free (a);
@@ -528,6 +606,23 @@ nsbox_pool_free (nsbox_pool *p)
 {
   if (!p)
     return;
+  pool_unregister (p);
+  if (p->foreign)
+    {
+      /* A forked copy: the threads are the parent's, so are the entries
+       * (their handles are freed, nothing of them touched). */
+      struct entry *lists[] = { p->ready, p->graveyard };
+      for (size_t i = 0; i < ARRAY_SIZE (lists); i++)
+        for (struct entry *e = lists[i], *next; e; e = next)
+          {
+            next = e->next;
+            destroy_entry (e);
+          }
+      nsbox_config_free (p->config);
+      free (p->identity);
+      free (p);
+      return;
+    }
   pthread_mutex_lock (&p->lock);
   p->stopping = true;
   pthread_cond_broadcast (&p->wake);
@@ -642,10 +737,9 @@ nsbox_pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_ru
   return nsbox_pool_run_served (p, code, code_len, options, out, &warm, err);
 }
 
-int
-nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
-                       const nsbox_run_options *options, nsbox_result **out, bool *warm,
-                       struct nsbox_error **err)
+static int
+pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_options *options,
+          nsbox_result **out, bool *warm, struct nsbox_error **err)
 {
   *warm = false;
   if (!p || !out || (!code && code_len))
@@ -662,8 +756,10 @@ nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
   uint64_t cpu_at_dispatch = 0;
   pthread_mutex_lock (&p->lock);
   p->in_flight++;
+  bool foreign = p->foreign;
   pthread_mutex_unlock (&p->lock);
-  struct entry *e = take_entry (p, &cpu_at_dispatch);
+  /* A forked copy serves cold: its entries are the parent's. */
+  struct entry *e = foreign ? NULL : take_entry (p, &cpu_at_dispatch);
   *warm = e != NULL;
   if (e)
     {
@@ -718,4 +814,19 @@ nsbox_pool_ready (nsbox_pool *p)
   size_t n = p->n_ready;
   pthread_mutex_unlock (&p->lock);
   return n;
+}
+
+/* Not cancellable: a cancelled caller would leave its sandbox running with
+ * nobody to enforce its timeout (a pooled one's init belongs to a refill
+ * thread, so parent death would not end it either). */
+int
+nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
+                       const nsbox_run_options *options, nsbox_result **out, bool *warm,
+                       struct nsbox_error **err)
+{
+  int old;
+  pthread_setcancelstate (PTHREAD_CANCEL_DISABLE, &old);
+  int r = pool_run (p, code, code_len, options, out, warm, err);
+  pthread_setcancelstate (old, NULL);
+  return r;
 }

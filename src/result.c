@@ -18,6 +18,12 @@ nsbox_result_free (nsbox_result *result)
 {
   if (!result)
     return;
+  /* A pooled sandbox's init is a copy of this process: what a run printed
+   * must not be in the memory later entries are cloned from. */
+  if (result->stdout_buf)
+    explicit_bzero (result->stdout_buf, result->stdout_len);
+  if (result->stderr_buf)
+    explicit_bzero (result->stderr_buf, result->stderr_len);
   free (result->stdout_buf);
   free (result->stderr_buf);
   free (result);

@@ -12,6 +12,7 @@
 #include <sys/capability.h>
 #include <dirent.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -53,11 +54,106 @@ struct nsbox_launch
   pid_t program;                             /* native: the program's host pid, once found */
   uint64_t quiet_since_usec, quiet_cpu_usec; /* runsc: CPU time standing still */
   bool waiting; /* runsc: was seen waiting once (gVisor's own timers use some CPU later) */
+  /* Every launch of the process, for fork (below). */
+  struct nsbox_launch *prev, *next;
+  bool foreign; /* this is a forked copy of the process that started it */
 };
+
+/* ---- fork ----
+ *
+ * A process that forks copies every launch's host fds. A copy of a pooled
+ * sandbox's stdin write end in a child (a multiprocessing worker, a
+ * pre-fork server) would keep the program from ever seeing EOF, and a child
+ * that used its copies would feed code to the parent's sandbox. So the
+ * child closes them at once (pthread_atfork) and marks every launch
+ * foreign: it never signals, kills, reaps or removes anything of it, and
+ * frees only the handle. */
+
+static pthread_mutex_t launches_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nsbox_launch *launches;
+static pthread_once_t launches_once = PTHREAD_ONCE_INIT;
+
+static void
+close_fd_number (int *fd)
+{
+  if (*fd >= 0)
+    close (*fd);
+  *fd = -1;
+}
+
+static void
+launches_prepare (void)
+{
+  pthread_mutex_lock (&launches_lock);
+}
+
+static void
+launches_parent (void)
+{
+  pthread_mutex_unlock (&launches_lock);
+}
+
+static void
+launches_child (void)
+{
+  for (struct nsbox_launch *r = launches; r; r = r->next)
+    {
+      int *fds[] = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd,
+                     &r->streams.report_fd, &r->child.pidfd };
+      for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
+        close_fd_number (fds[i]);
+      for (size_t i = 0; i < ARRAY_SIZE (r->pipes.fds); i++)
+        close_fd_number (&r->pipes.fds[i]);
+      r->foreign = true;
+    }
+  launches = NULL;
+  pthread_mutex_unlock (&launches_lock);
+}
+
+static void
+launches_register_atfork (void)
+{
+  pthread_atfork (launches_prepare, launches_parent, launches_child);
+}
+
+static void
+launch_register (struct nsbox_launch *r)
+{
+  pthread_once (&launches_once, launches_register_atfork);
+  pthread_mutex_lock (&launches_lock);
+  r->next = launches;
+  if (launches)
+    launches->prev = r;
+  launches = r;
+  pthread_mutex_unlock (&launches_lock);
+}
+
+static void
+launch_unregister (struct nsbox_launch *r)
+{
+  if (r->foreign)
+    return;
+  pthread_mutex_lock (&launches_lock);
+  if (r->prev)
+    r->prev->next = r->next;
+  else if (launches == r)
+    launches = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  pthread_mutex_unlock (&launches_lock);
+}
 
 static void
 launch_release (struct nsbox_launch *r)
 {
+  launch_unregister (r);
+  if (r->foreign)
+    {
+      /* The parent's: its cgroups, image lock and work directory are not
+       * ours to remove. Only the handle is freed. */
+      free (r);
+      return;
+    }
   nsbox_limits_release (&r->limits);
   if (r->own_bpf)
     nsbox_bpf_release (&r->plan.bpf);
@@ -296,6 +392,7 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
   r->streams = (struct nsbox_streams){ -1, -1, -1, -1 };
   nsbox_limits_init (&r->limits);
   nsbox_pipes_init (&r->pipes);
+  launch_register (r);
   r->runtime = c->runtime;
   if (r->runtime == NSBOX_RUNTIME_AUTO)
     r->runtime = nsbox_runsc_usable (c) ? NSBOX_RUNTIME_RUNSC : NSBOX_RUNTIME_NATIVE;
@@ -321,6 +418,12 @@ int
 nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
                      struct nsbox_result *res, struct nsbox_error **err)
 {
+  if (r->foreign)
+    {
+      launch_release (r);
+      return nsbox_error_set (err, ECHILD,
+                              "this sandbox was started by the process this one forked from");
+    }
   int ret;
   if (r->job)
     ret = nsbox_runsc_finish (TAKE_PTR (r->job), &r->child, &r->streams, &r->limits, d, res, err);
@@ -341,6 +444,11 @@ nsbox_launch_destroy (struct nsbox_launch *r)
 {
   if (!r)
     return;
+  if (r->foreign)
+    {
+      launch_release (r);
+      return;
+    }
   /* cgroup.kill where there is one; else the kill of init (PID 1 of its
    * namespace) in nsbox_spawn_abort takes the rest. */
   nsbox_limits_kill (&r->limits);
@@ -505,9 +613,9 @@ nsbox_launch_probe (struct nsbox_launch *r)
   return r->waiting ? NSBOX_LAUNCH_WAITING : NSBOX_LAUNCH_STARTING;
 }
 
-int
-nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_result **out,
-           struct nsbox_error **err)
+static int
+run_cold (const nsbox_config *c, const char *code, size_t code_len, nsbox_result **out,
+          struct nsbox_error **err)
 {
   if (!c || !out || (!code && code_len))
     return nsbox_error_set (err, EINVAL, "nsbox_run: invalid arguments");
@@ -528,4 +636,17 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
     }
   *out = res;
   return 0;
+}
+
+/* Not cancellable: a caller cancelled mid-run would leave the sandbox's
+ * cgroups and fds behind. */
+int
+nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_result **out,
+           struct nsbox_error **err)
+{
+  int old;
+  pthread_setcancelstate (PTHREAD_CANCEL_DISABLE, &old);
+  int r = run_cold (c, code, code_len, out, err);
+  pthread_setcancelstate (old, NULL);
+  return r;
 }

@@ -16,13 +16,17 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "dl.h"
 #include "error.h"
@@ -217,7 +221,9 @@ activated (struct listener *l)
   return true;
 }
 
-/* The token file: not readable by others, one line, at least 16 bytes. */
+/* The token file: not readable by others, one line, at least 16 bytes.
+ * Returns a TOKEN_PAGE mapping (munmap it). */
+#define TOKEN_PAGE 512
 static char *
 read_token (const char *path)
 {
@@ -234,7 +240,7 @@ read_token (const char *path)
             (unsigned)(st.st_mode & 07777));
       return NULL;
     }
-  char buf[512];
+  char buf[TOKEN_PAGE];
   ssize_t n = read (fd, buf, sizeof buf - 1);
   if (n < 0)
     {
@@ -245,10 +251,24 @@ read_token (const char *path)
   buf[strcspn (buf, "\r\n")] = '\0';
   if (strlen (buf) < 16)
     {
+      explicit_bzero (buf, sizeof buf);
       fail ("token file '%s': the token must be at least 16 characters", path);
       return NULL;
     }
-  return strdup (buf);
+  /* A page of its own that no clone of this process inherits: pooled
+   * sandboxes' inits are clones of the server. */
+  char *token = mmap (NULL, sizeof buf, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (token == MAP_FAILED || madvise (token, sizeof buf, MADV_WIPEONFORK) < 0)
+    {
+      explicit_bzero (buf, sizeof buf);
+      fail ("token: %s", strerror (errno));
+      if (token != MAP_FAILED)
+        munmap (token, sizeof buf);
+      return NULL;
+    }
+  memcpy (token, buf, sizeof buf);
+  explicit_bzero (buf, sizeof buf);
+  return token;
 }
 
 static int
@@ -308,6 +328,7 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
       fail ("%s (install libmicrohttpd12)", why);
       return 125;
     }
+  json_set_alloc_funcs (malloc, nsbox_serve_zeroing_free);
   struct nsbox_server s = { .n_profiles = n_profiles,
                             .max_concurrent = o->max_concurrent,
                             .max_queue = o->max_queue,
@@ -378,7 +399,8 @@ out:
   if (l.unix_path)
     unlink (l.unix_path);
   free (l.unix_path);
-  free (s.token);
+  if (s.token)
+    munmap (s.token, TOKEN_PAGE);
   free_profiles (s.profiles, s.n_profiles);
   pthread_cond_destroy (&s.idle);
   pthread_cond_destroy (&s.slot_free);

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -38,6 +39,18 @@ struct request
   bool too_large;
   bool admitted; /* holds a run slot until its answer is sent (completed) */
 };
+
+/* The code in a request body is the client's: wiped before it is freed,
+ * as pooled sandboxes are cloned from this process (see also
+ * nsbox_serve_zeroing_free for what jansson allocates). */
+static void
+wipe_body (struct request *req)
+{
+  if (req->body)
+    explicit_bzero (req->body, req->len);
+  free (TAKE_PTR (req->body));
+  req->len = req->alloc = 0;
+}
 
 /* ---- responses ---- */
 
@@ -513,8 +526,7 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
       if (req->too_large || req->len + n > s->max_request_bytes)
         {
           req->too_large = true;
-          free (TAKE_PTR (req->body));
-          req->len = req->alloc = 0;
+          wipe_body (req);
           return MHD_YES;
         }
       if (req->len + n > req->alloc)
@@ -522,10 +534,15 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
           size_t want = req->alloc ? req->alloc : 4096;
           while (want < req->len + n)
             want *= 2;
-          char *grown = realloc (req->body, want);
+          char *grown = malloc (want);
           if (!grown)
             return MHD_NO;
+          if (req->body)
+            memcpy (grown, req->body, req->len);
+          size_t len = req->len;
+          wipe_body (req);
           req->body = grown;
+          req->len = len;
           req->alloc = want;
         }
       memcpy (req->body + req->len, upload_data, n);
@@ -559,7 +576,15 @@ nsbox_serve_completed (void *cls, struct MHD_Connection *c, void **state,
   if (req && req->admitted)
     release (cls);
   if (req)
-    free (req->body);
+    wipe_body (req);
   free (req);
   *state = NULL;
+}
+
+void
+nsbox_serve_zeroing_free (void *p)
+{
+  if (p)
+    explicit_bzero (p, malloc_usable_size (p));
+  free (p);
 }

@@ -80,9 +80,17 @@ capture_add (struct capture *c, const char *data, size_t n)
         want *= 2;
       if (want > c->cap)
         want = c->cap;
-      char *grown = realloc (c->buf, want);
+      /* Not realloc: the old copy is wiped before it is freed (see
+       * nsbox_result_free). */
+      char *grown = malloc (want);
       if (!grown)
         return -ENOMEM;
+      if (c->buf)
+        {
+          memcpy (grown, c->buf, c->len);
+          explicit_bzero (c->buf, c->len);
+          free (c->buf);
+        }
       c->buf = grown;
       c->alloc = want;
     }

@@ -397,3 +397,26 @@ Test (pool, many_runs_leave_the_launcher_s_fds_rss_and_cgroups_flat, .timeout = 
              desc);
   pool_stop (&job);
 }
+
+Test (pool, a_forked_child_neither_holds_nor_uses_the_parent_s_entries, .timeout = 120)
+{
+  char timeout[32];
+  harness_scaled_duration (5, timeout, sizeof timeout);
+  const char *const args[] = { "--timeout", timeout, NULL };
+  struct pool_job job;
+  pool_start (args, 2, &job);
+  cr_assert (pool_wait_ready (&job, 2), "the pool did not fill");
+  struct pool_fork_outcome o;
+  pool_fork_check (&job, &o);
+  cr_assert (o.parent_ok && o.parent_warm,
+             "the parent's warm run beside a forked child failed or timed out (ok %d, warm %d): "
+             "a copy of its stdin in the child keeps EOF away",
+             o.parent_ok, o.parent_warm);
+  cr_assert (WIFEXITED (o.child_status) && WEXITSTATUS (o.child_status) == 0,
+             "the forked child's run was not a good cold run (status 0x%x)", o.child_status);
+  cr_assert (o.after_ok && o.after_warm,
+             "after the child freed its copy of the pool the parent's entries failed (ok %d, "
+             "warm %d)",
+             o.after_ok, o.after_warm);
+  pool_stop (&job);
+}

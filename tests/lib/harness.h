@@ -194,6 +194,15 @@ struct pool_counts
   unsigned long long warm, cold, discarded, started;
 };
 struct pool_counts pool_counts (struct pool_job *job);
+/* The launcher forks a child that does not exec, runs in both, then once
+ * more in the parent (pool_job.c, fork_check). */
+struct pool_fork_outcome
+{
+  bool parent_ok, parent_warm; /* printed its text, not timed out; warm */
+  int child_status;            /* 0: its run was served cold and printed */
+  bool after_ok, after_warm;   /* the parent's run after the child freed its copy */
+};
+void pool_fork_check (struct pool_job *job, struct pool_fork_outcome *outcome);
 /* Host pids of the entries' inits (the launcher's children). */
 int pool_entry_pids (struct pool_job *job, pid_t *pids, int max);
 /* nsbox_pool_free, then the launcher exits; asserts it ended cleanly. */

@@ -2,7 +2,8 @@
  * sends one command at a time on a pipe and reads one answer.
  *
  * Commands: 'R' u32 optlen, "key=value\n"..., u32 codelen, code (run);
- * 'W' u32 n (wait for n ready entries); 'C' (counters); 'Q' (free, exit).
+ * 'W' u32 n (wait for n ready entries); 'C' (counters); 'F' (fork, see
+ * fork_check); 'Q' (free, exit).
  * Answers: u32 len, then "J <seconds> <json>", "E <message>", "OK", "NO" or
  * "<warm> <cold> <discarded> <started>". */
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,6 +117,63 @@ answer_run (int out, nsbox_pool *pool, char *opts, const char *code, size_t len,
   nsbox_error_free (err);
 }
 
+/* One run's printed text and whether it was warm, or "" on failure. */
+static bool
+run_prints (nsbox_pool *pool, const char *code, const char *expected, bool *warm)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_result *res = NULL;
+  bool ok = nsbox_pool_run (pool, code, strlen (code), NULL, &res, &err) == 0;
+  size_t len = 0;
+  const char *out = ok ? nsbox_result_stdout (res, &len) : "";
+  ok = ok && !nsbox_result_timed_out (res) && len == strlen (expected)
+       && memcmp (out, expected, len) == 0;
+  *warm = ok && nsbox_result_warm (res);
+  nsbox_result_free (res);
+  nsbox_error_free (err);
+  return ok;
+}
+
+/* The launcher forks a child that does not exec (as a multiprocessing
+ * worker or a pre-fork server does). The child's pool is a foreign copy:
+ * its run is served cold, its nsbox_pool_free touches nothing of the
+ * parent's. The parent's next warm run still gets EOF on its stdin (the
+ * child's copies of the entries' fds are closed), and its entries survive
+ * the child's free. Answer: "<parent ok> <parent warm> <child status>
+ * <after ok> <after warm>". */
+static char *
+fork_check (nsbox_pool *pool, double limit_s)
+{
+  wait_ready (pool, 1, limit_s);
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      /* Bounded, and gone with the launcher, even if it hangs (a pool
+       * lock copied while held would do that). */
+      prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      alarm ((unsigned)limit_s);
+#ifdef __SANITIZE_ADDRESS__
+      /* No allocation in a child forked from a threaded process under
+       * ASan (its allocator lock may be held by a thread that is gone). */
+      sleep (1);
+      _exit (0);
+#else
+      bool warm = true;
+      bool ok = run_prints (pool, "print('child')\n", "child\n", &warm);
+      sleep (1);
+      nsbox_pool_free (pool);
+      _exit (ok && !warm ? 0 : 1);
+#endif
+    }
+  bool warm = false, after_warm = false;
+  bool ok = run_prints (pool, "print('parent')\n", "parent\n", &warm);
+  int status = -1;
+  waitpid (pid, &status, 0);
+  wait_ready (pool, 1, limit_s);
+  bool after = run_prints (pool, "print('after')\n", "after\n", &after_warm);
+  return xasprintf ("%d %d %d %d %d", ok, warm, status, after, after_warm);
+}
+
 static void __attribute__ ((noreturn))
 pool_child (int in, int out, const char *const *args, unsigned size, double limit_s)
 {
@@ -156,6 +215,12 @@ pool_child (int in, int out, const char *const *args, unsigned size, double limi
             _exit (28);
           bool ok = wait_ready (pool, n, limit_s);
           send_chunk (out, ok ? "OK" : "NO", 2);
+        }
+      else if (op == 'F')
+        {
+          char *msg = fork_check (pool, limit_s);
+          send_chunk (out, msg, strlen (msg));
+          free (msg);
         }
       else if (op == 'C')
         {
@@ -254,6 +319,23 @@ pool_wait_ready (struct pool_job *job, unsigned n)
   bool ok = strcmp (answer, "OK") == 0;
   free (answer);
   return ok;
+}
+
+void
+pool_fork_check (struct pool_job *job, struct pool_fork_outcome *o)
+{
+  send_op (job, 'F');
+  char *answer = read_chunk (job->resp_fd, NULL);
+  cr_assert_not_null (answer, "pool launcher ended during the fork check");
+  int ok, warm, after, after_warm;
+  cr_assert (sscanf (answer, "%d %d %d %d %d", &ok, &warm, &o->child_status, &after, &after_warm)
+                 == 5,
+             "fork check: '%s'", answer);
+  o->parent_ok = ok;
+  o->parent_warm = warm;
+  o->after_ok = after;
+  o->after_warm = after_warm;
+  free (answer);
 }
 
 struct pool_counts
