@@ -105,6 +105,16 @@ static struct nsbox_pool *pools;
 static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
 
 static void
+init_wake (struct nsbox_pool *p)
+{
+  pthread_condattr_t ca;
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&p->wake, &ca);
+  pthread_condattr_destroy (&ca);
+}
+
+static void
 pools_prepare (void)
 {
   pthread_mutex_lock (&pools_lock);
@@ -126,6 +136,9 @@ pools_child (void)
   for (struct nsbox_pool *p = pools; p; p = p->next_pool)
     {
       p->foreign = true;
+      /* The parent's refill threads wait on it; none exists here, and a
+       * broadcast must not wait for them. */
+      init_wake (p);
       pthread_mutex_unlock (&p->lock);
     }
   pools = NULL;
@@ -570,11 +583,7 @@ nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options, n
       p->config->pull = NSBOX_PULL_NEVER;
     }
   p->identity = current_identity (p->config);
-  pthread_condattr_t ca;
-  pthread_condattr_init (&ca);
-  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
-  pthread_cond_init (&p->wake, &ca);
-  pthread_condattr_destroy (&ca);
+  init_wake (p);
   pthread_mutex_init (&p->lock, NULL);
   pool_register (p);
   /* The refill threads, and one more that only sweeps (a start can take
