@@ -328,25 +328,33 @@ Test (serve, tcp_needs_a_bearer_token_and_checks_it, .timeout = 120)
   run_out_free (&good);
 }
 
-Test (serve, sigterm_finishes_the_runs_in_flight_then_leaves_nothing, .timeout = 180)
+/* A server with two pooled sandboxes ready, and a client whose run is in
+ * flight (started half a second ago, scaled). */
+static void
+serve_with_a_run_in_flight (struct serve_job *s, const char *code, struct run_job *job)
 {
   const char *const args[] = { "--pool-size", "2", NULL };
-  struct serve_job s;
-  serve_start (args, &s);
-  wait_pool (&s, 2);
-  pid_t server = s.job.pid;
-  pid_t entries[16];
-  int n = children_of (server, entries, 16);
-  cr_assert (n >= 2, "expected the pool's entries under the server, found %d", n);
+  serve_start (args, s);
+  wait_pool (s, 2);
+  const char *const client[] = { "--server", s->server_arg, NULL };
+  run_nsbox_spawn ("run", false, client, true, job);
+  run_job_feed (job, code, strlen (code));
+  sleep_seconds (harness_scaled (0.5));
+}
+
+Test (serve, sigterm_finishes_the_runs_in_flight_then_leaves_nothing, .timeout = 180)
+{
   /* A run that takes a while, in flight when SIGTERM comes. */
   char code[128];
   snprintf (code, sizeof code, "import time\ntime.sleep(%.2f)\nprint('finished')\n",
             harness_scaled (1.5));
-  const char *const client[] = { "--server", s.server_arg, NULL };
+  struct serve_job s;
   struct run_job job;
-  run_nsbox_spawn ("run", false, client, true, &job);
-  run_job_feed (&job, code, strlen (code));
-  sleep_seconds (harness_scaled (0.5));
+  serve_with_a_run_in_flight (&s, code, &job);
+  pid_t server = s.job.pid;
+  pid_t entries[16];
+  int n = children_of (server, entries, 16);
+  cr_assert (n >= 2, "expected the server's sandboxes under it, found %d", n);
   char *log = NULL;
   int status = serve_stop (&s, &log);
   struct run_out out;
@@ -367,17 +375,11 @@ Test (serve, sigterm_finishes_the_runs_in_flight_then_leaves_nothing, .timeout =
 
 Test (serve, kill_9_of_the_server_leaves_no_sandbox_and_a_restart_cleans_up, .timeout = 180)
 {
-  const char *const args[] = { "--pool-size", "2", NULL };
-  struct serve_job s;
-  serve_start (args, &s);
-  wait_pool (&s, 2);
-  pid_t server = s.job.pid;
-  const char *const client[] = { "--server", s.server_arg, NULL };
-  struct run_job job;
-  run_nsbox_spawn ("run", false, client, true, &job);
   static const char code[] = "import time\ntime.sleep(1000)\n";
-  run_job_feed (&job, code, strlen (code));
-  sleep_seconds (harness_scaled (0.5));
+  struct serve_job s;
+  struct run_job job;
+  serve_with_a_run_in_flight (&s, code, &job);
+  pid_t server = s.job.pid;
   pid_t sandboxes[16];
   int n = children_of (server, sandboxes, 16);
   cr_assert (n >= 2, "expected sandboxes under the server, found %d", n);

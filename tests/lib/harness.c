@@ -713,6 +713,12 @@ lib_child (int fd, const char *code, size_t len, const char *const *args)
   nsbox_result_free (res);
   nsbox_config_free (config);
   nsbox_error_free (err);
+  harness_launcher_exit ();
+}
+
+void
+harness_launcher_exit (void)
+{
 #ifdef __SANITIZE_ADDRESS__
   /* _exit skips LeakSanitizer's check at exit: run it here, so that a leak
    * in the library's run path fails the case. */

@@ -168,6 +168,8 @@ void run_lib_non_dumpable (const char *code, size_t len, const char *const *extr
 /* Forks a launcher child set up as run_lib's: raised rlimits, the test user
  * when set, dies with the test worker. Returns 0 in the child. */
 pid_t harness_fork_launcher (void);
+/* Ends such a child: exit 0, or 23 when LeakSanitizer finds a leak. */
+void harness_launcher_exit (void) __attribute__ ((noreturn));
 /* The case's CLI-style arguments applied to a configuration, as run_lib. */
 int harness_configure (nsbox_config *config, const char *const *args, struct nsbox_error **err);
 /* A run_out from a result's JSON, or from an error message (json NULL). */

@@ -18,7 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
-#include <sanitizer/lsan_interface.h>
 
 #include "harness.h"
 #include "pool.h"
@@ -237,11 +236,7 @@ pool_child (int in, int out, const char *const *args, unsigned size, double limi
   nsbox_pool_options_free (po);
   nsbox_config_free (config);
   nsbox_error_free (err);
-#ifdef __SANITIZE_ADDRESS__
-  if (__lsan_do_recoverable_leak_check ())
-    _exit (23);
-#endif
-  _exit (0);
+  harness_launcher_exit ();
 }
 
 void
