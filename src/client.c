@@ -83,16 +83,19 @@ nsbox_client_post_run (const char *server, const char *token, const char *body, 
       socket_path = server + 5;
       url = strdup ("http://localhost/v1/runs");
     }
-  else if (strncmp (server, "http://", 7) == 0)
+  else if (strncmp (server, "http://", 7) == 0 || strncmp (server, "https://", 8) == 0)
     {
-      size_t n = strlen (server);
-      while (n > 7 && server[n - 1] == '/')
+      size_t n = strlen (server), scheme = server[4] == 's' ? 8 : 7;
+      while (n > scheme && server[n - 1] == '/')
         n--;
       url = xasprintf ("%.*s/v1/runs", (int)n, server);
     }
   else
     {
-      snprintf (why, size, "--server '%s': expected unix:/PATH or http://HOST:PORT", server);
+      snprintf (why, size,
+                "--server '%s': expected unix:/PATH, http://HOST:PORT or https://HOST:PORT (a "
+                "TLS proxy in front of the server)",
+                server);
       return -1;
     }
   CURL *h = curl.easy_init ();
@@ -119,7 +122,7 @@ nsbox_client_post_run (const char *server, const char *token, const char *body, 
   curl.easy_setopt (h, CURLOPT_WRITEFUNCTION, collect);
   curl.easy_setopt (h, CURLOPT_WRITEDATA, &a);
   curl.easy_setopt (h, CURLOPT_NOSIGNAL, 1L);
-  curl.easy_setopt (h, CURLOPT_PROTOCOLS_STR, "http");
+  curl.easy_setopt (h, CURLOPT_PROTOCOLS_STR, "http,https");
   CURLcode rc = curl.easy_perform (h);
   if (rc == CURLE_OK)
     curl.easy_getinfo (h, CURLINFO_RESPONSE_CODE, status);

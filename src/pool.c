@@ -66,6 +66,7 @@ struct nsbox_run_options
   uint64_t timeout_ms;       /* 0: the pool's */
   uint64_t max_output_bytes; /* UINT64_MAX: the pool's */
   int cancel_fd;             /* nsbox_run_options_set_cancel_fd, or -1 */
+  bool cancel_on_half_close;
 };
 
 struct entry
@@ -261,9 +262,10 @@ nsbox_run_options_new (struct nsbox_error **err)
 }
 
 void
-nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd)
+nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd, bool half_close_is_gone)
 {
   options->cancel_fd = fd;
+  options->cancel_on_half_close = half_close_is_gone;
 }
 
 void
@@ -367,7 +369,7 @@ start_entry (struct nsbox_pool *p, struct entry **out, struct nsbox_error **err)
           /* Finishing it yields the setup error its init reported, if any. */
           struct nsbox_result *res = calloc (1, sizeof *res);
           struct nsbox_error *why = NULL;
-          struct nsbox_dispatch d = { NULL, 0, 1, 0, -1 };
+          struct nsbox_dispatch d = { NULL, 0, 1, 0, -1, false };
           if (res && nsbox_launch_finish (TAKE_PTR (launch), &d, res, &why) < 0)
             {
               nsbox_result_free (res);
@@ -757,8 +759,12 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
   int r = effective_limits (p, options, &timeout_ms, &max_output, err);
   if (r < 0)
     return r;
-  struct nsbox_dispatch d
-      = { code, code_len, timeout_ms, max_output, options ? options->cancel_fd : -1 };
+  struct nsbox_dispatch d = { code,
+                              code_len,
+                              timeout_ms,
+                              max_output,
+                              options ? options->cancel_fd : -1,
+                              options && options->cancel_on_half_close };
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);

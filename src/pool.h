@@ -22,8 +22,11 @@ struct nsbox_pool_stats
 void nsbox_pool_get_stats (nsbox_pool *pool, struct nsbox_pool_stats *stats) NSBOX_INTERNAL;
 
 /* A connected socket whose hang-up kills the run (nsbox serve: the
- * client's connection); the run then fails with ECANCELED. */
-void nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd) NSBOX_INTERNAL;
+ * client's connection); the run then fails with ECANCELED. half_close_is_gone:
+ * a shutdown of the peer's sending side counts as a hang-up too (TCP, where
+ * a closed peer shows only that until a write fails). */
+void nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd,
+                                      bool half_close_is_gone) NSBOX_INTERNAL;
 
 /* nsbox_pool_run, telling in *warm whether a pooled sandbox took the run,
  * also when it failed (the result is not there to say it). */

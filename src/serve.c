@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -51,6 +52,10 @@ static const struct nsbox_dl_symbol mhd_symbols[] = {
 #define CONNECTION_LIMIT 1024
 /* A connection that sends nothing for this long is closed. */
 #define IDLE_SECONDS 60
+/* TCP: connections from one address. */
+#define PER_ADDRESS_LIMIT 64
+/* After the last run of a drain, how long its answers may take to be read. */
+#define ANSWER_GRACE_SECONDS 10
 
 static int __attribute__ ((format (printf, 1, 2))) fail (const char *fmt, ...)
 {
@@ -106,8 +111,9 @@ check_socket_dir (const char *path)
   if (st.st_uid != geteuid () && st.st_uid != 0)
     return fail ("socket directory '%s' belongs to uid %u, not to this user or root", dir,
                  (unsigned)st.st_uid);
-  if (st.st_mode & S_IWOTH)
-    return fail ("socket directory '%s' is writable by others (mode %04o)", dir,
+  /* Whoever may write there may put a socket of their own in our place. */
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return fail ("socket directory '%s' is writable by its group or others (mode %04o)", dir,
                  (unsigned)(st.st_mode & 07777));
   return 0;
 }
@@ -142,10 +148,11 @@ listen_unix (const char *path, struct listener *l)
         }
       unlink (path);
     }
+  /* The umask makes it 0660 at creation: no chmod by path afterwards. */
   mode_t old = umask (0117);
   int r = bind (fd, (struct sockaddr *)&addr, sizeof addr);
   umask (old);
-  if (r < 0 || chmod (path, 0660) < 0 || listen (fd, 256) < 0)
+  if (r < 0 || listen (fd, 256) < 0)
     {
       int e = errno;
       close (fd);
@@ -344,6 +351,7 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
   sigemptyset (&stop);
   sigaddset (&stop, SIGTERM);
   sigaddset (&stop, SIGINT);
+  sigaddset (&stop, SIGHUP);
   pthread_sigmask (SIG_BLOCK, &stop, NULL);
 
   struct listener l;
@@ -361,11 +369,16 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
           goto out;
         }
     }
+  s.tcp = l.tcp;
+  /* TCP: one address may not hold every connection (a client without the
+   * token trickling headers would). */
+  unsigned per_ip = l.tcp ? PER_ADDRESS_LIMIT : 0;
   daemon = nsbox_mhd.start_daemon (
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
       nsbox_serve_handle, &s, MHD_OPTION_LISTEN_SOCKET, l.fd, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_SECONDS,
-      MHD_OPTION_NOTIFY_COMPLETED, nsbox_serve_completed, &s, MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_COMPLETED, nsbox_serve_completed, &s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      per_ip, MHD_OPTION_END);
   if (!daemon)
     {
       fail ("libmicrohttpd could not start on the socket");
@@ -378,17 +391,25 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
   int sig = 0;
   while (sigwait (&stop, &sig) != 0)
     ;
-  fprintf (stderr, "nsbox serve: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  fprintf (stderr, "nsbox serve: %s: draining\n", strsignal (sig));
   /* No new connection; new requests on open ones get 503; wait for the
-   * runs in flight and the queue. */
+   * runs in flight and the queue, then (bounded) for their answers to be
+   * read. The listening socket is ours again after a quiesce, else
+   * libmicrohttpd closes it when it stops. */
   int quiet = nsbox_mhd.quiesce_daemon (daemon);
-  if (quiet >= 0 && quiet != l.fd)
+  if (quiet >= 0)
     close (quiet);
+  l.fd = -1;
   pthread_mutex_lock (&s.lock);
   s.draining = true;
   pthread_cond_broadcast (&s.slot_free);
   while (s.running > 0 || s.queued > 0)
     pthread_cond_wait (&s.idle, &s.lock);
+  struct timespec until;
+  clock_gettime (CLOCK_REALTIME, &until);
+  until.tv_sec += ANSWER_GRACE_SECONDS;
+  while (s.answering > 0 && pthread_cond_timedwait (&s.idle, &s.lock, &until) == 0)
+    ;
   pthread_mutex_unlock (&s.lock);
   status = 0;
 out:

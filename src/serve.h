@@ -59,7 +59,10 @@ struct nsbox_server
   pthread_cond_t slot_free; /* a run ended, or draining began */
   pthread_cond_t idle;      /* nothing runs or waits any more */
   uint64_t running, queued;
+  uint64_t uploading; /* POST /v1/runs bodies being read (before admission) */
+  uint64_t answering; /* answers of finished runs still being sent */
   bool draining;
+  bool tcp; /* the listener is TCP: a client's half-close counts as gone */
   /* Counters for /metrics, under lock. */
   uint64_t runs[NSBOX_SERVE_MAX_PROFILES][NSBOX_OUTCOME_COUNT_][2]; /* [..][cold, warm] */
   uint64_t rejected_busy, rejected_draining, bad_requests, unauthorized;

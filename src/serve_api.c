@@ -18,6 +18,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "nsbox.h"
@@ -37,8 +38,17 @@ struct request
   char *body;
   size_t len, alloc;
   bool too_large;
-  bool admitted; /* holds a run slot until its answer is sent (completed) */
+  bool uploading;    /* a POST /v1/runs counted in s->uploading */
+  bool answering;    /* its answer is being sent: counted in s->answering */
+  double start;      /* when its headers arrived */
+  uint64_t received; /* body bytes so far, kept or not */
 };
+
+/* How long a request body may take to arrive. */
+#define UPLOAD_SECONDS 60
+/* How much of a body past max-request-bytes is read (and dropped) to answer
+ * 413 rather than close. */
+#define TOO_LARGE_SLACK (1u << 20)
 
 /* The code in a request body is the client's: wiped before it is freed,
  * as pooled sandboxes are cloned from this process (see also
@@ -114,7 +124,7 @@ authorized (struct nsbox_server *s, struct MHD_Connection *c)
   if (!s->token)
     return true;
   const char *h = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Authorization");
-  if (!h || strncmp (h, "Bearer ", 7) != 0)
+  if (!h || strncasecmp (h, "Bearer ", 7) != 0)
     return false;
   const char *given = h + 7;
   size_t n = strlen (s->token);
@@ -157,16 +167,51 @@ admit (struct nsbox_server *s)
   return r;
 }
 
-/* The slot is given back once the answer is sent (nsbox_serve_completed):
- * a drain that waits for no run in flight then never cuts an answer. */
+/* The run slot is given back when the run is over, before its answer is
+ * sent: a client that reads slowly holds no slot. The answer is counted in
+ * `answering` until sent (nsbox_serve_completed), for the drain. */
 static void
-release (struct nsbox_server *s)
+release (struct nsbox_server *s, struct request *req)
 {
   pthread_mutex_lock (&s->lock);
   s->running--;
+  s->answering++;
+  req->answering = true;
   pthread_cond_signal (&s->slot_free);
   if (s->running == 0 && s->queued == 0)
     pthread_cond_broadcast (&s->idle);
+  pthread_mutex_unlock (&s->lock);
+}
+
+/* A POST /v1/runs counts from its first byte: bodies are buffered before
+ * admission, so they are bounded by the same max-concurrent + max-queue. */
+static bool
+start_upload (struct nsbox_server *s, struct request *req)
+{
+  pthread_mutex_lock (&s->lock);
+  bool ok
+      = s->uploading + s->running + s->queued < s->max_concurrent + s->max_queue && !s->draining;
+  if (ok)
+    {
+      s->uploading++;
+      req->uploading = true;
+    }
+  else if (s->draining)
+    s->rejected_draining++;
+  else
+    s->rejected_busy++;
+  pthread_mutex_unlock (&s->lock);
+  return ok;
+}
+
+static void
+end_upload (struct nsbox_server *s, struct request *req)
+{
+  if (!req->uploading)
+    return;
+  pthread_mutex_lock (&s->lock);
+  s->uploading--;
+  req->uploading = false;
   pthread_mutex_unlock (&s->lock);
 }
 
@@ -246,6 +291,8 @@ parse_run (struct nsbox_server *s, const struct request *req, struct run_request
     if (strcmp (key, "profile") == 0)
       {
         const char *name = json_string_value (value);
+        if (name && strlen (name) != json_string_length (value))
+          name = NULL; /* a NUL inside: no profile has that name */
         size_t i = 0;
         while (name && i < s->n_profiles && strcmp (s->profiles[i].name, name) != 0)
           i++;
@@ -312,6 +359,7 @@ now_s (void)
 static enum MHD_Result
 handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req)
 {
+  end_upload (s, req);
   if (req->too_large)
     {
       count (s, &s->bad_requests);
@@ -335,18 +383,17 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
       nsbox_run_options_free (rr.options);
       return respond_error (c, 503, a == -2 ? "the server is draining" : "the server is busy");
     }
-  req->admitted = true;
   const union MHD_ConnectionInfo *info
       = nsbox_mhd.get_connection_info (c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (info)
-    nsbox_run_options_set_cancel_fd (rr.options, info->connect_fd);
+    nsbox_run_options_set_cancel_fd (rr.options, info->connect_fd, s->tcp);
   struct nsbox_error *err = NULL;
   nsbox_result *res = NULL;
   bool warm = false;
-  double t0 = now_s ();
   int r = nsbox_pool_run_served (s->profiles[rr.profile].pool, rr.code, rr.code_len, rr.options,
                                  &res, &warm, &err);
-  double seconds = now_s () - t0;
+  release (s, req);
+  double seconds = now_s () - req->start;
   json_decref (root);
   nsbox_run_options_free (rr.options);
   cleanup_free char *json = r >= 0 ? nsbox_result_to_json (res, &err) : NULL;
@@ -453,7 +500,8 @@ handle_metrics (struct nsbox_server *s, struct MHD_Connection *c)
        "# TYPE nsbox_queue_length gauge\nnsbox_queue_length %" PRIu64 "\n",
        s->running, s->queued);
   add (&t, "# HELP nsbox_run_duration_seconds Request to result, for runs that were "
-           "admitted.\n# TYPE nsbox_run_duration_seconds histogram\n");
+           "admitted, from the request's headers to its result.\n"
+           "# TYPE nsbox_run_duration_seconds histogram\n");
   uint64_t cumulative = 0;
   for (int i = 0; i < NSBOX_SERVE_BUCKETS; i++)
     {
@@ -510,6 +558,7 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
           count (s, &s->unauthorized);
           return respond_error (c, 401, "missing or wrong bearer token");
         }
+      req->start = now_s ();
       const char *cl = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Content-Length");
       if (cl && strtoull (cl, NULL, 10) > s->max_request_bytes)
         {
@@ -517,17 +566,26 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
           return respond_error (c, 413, "the request body exceeds %" PRIu64 " bytes",
                                 s->max_request_bytes);
         }
+      if (strcmp (url, "/v1/runs") == 0 && strcmp (method, "POST") == 0 && !start_upload (s, req))
+        return respond_error (c, 503, "the server is %s", s->draining ? "draining" : "busy");
       return MHD_YES;
     }
   if (*upload_data_size > 0)
     {
       size_t n = *upload_data_size;
       *upload_data_size = 0;
+      /* A body may not trickle in for ever: it holds an upload slot. */
+      if (now_s () - req->start > UPLOAD_SECONDS)
+        return MHD_NO;
+      req->received += n;
       if (req->too_large || req->len + n > s->max_request_bytes)
         {
+          /* A body without Content-Length (chunked) that grew too large:
+           * the rest is read and dropped, answered 413 at its end; past
+           * some slack the connection is closed. */
           req->too_large = true;
           wipe_body (req);
-          return MHD_YES;
+          return req->received > s->max_request_bytes + TOO_LARGE_SLACK ? MHD_NO : MHD_YES;
         }
       if (req->len + n > req->alloc)
         {
@@ -572,9 +630,18 @@ nsbox_serve_completed (void *cls, struct MHD_Connection *c, void **state,
 {
   (void)c;
   (void)why;
+  (void)cls;
+  struct nsbox_server *s = cls;
   struct request *req = *state;
-  if (req && req->admitted)
-    release (cls);
+  if (req)
+    end_upload (s, req);
+  if (req && req->answering)
+    {
+      pthread_mutex_lock (&s->lock);
+      if (--s->answering == 0)
+        pthread_cond_broadcast (&s->idle);
+      pthread_mutex_unlock (&s->lock);
+    }
   if (req)
     wipe_body (req);
   free (req);

@@ -40,8 +40,7 @@ nsbox_spawn_abort (struct nsbox_child *child)
   siginfo_t info;
   while (waitid (P_PIDFD, (id_t)child->pidfd, &info, WEXITED | __WALL) < 0 && errno == EINTR)
     ;
-  close (child->pidfd);
-  child->pidfd = -1;
+  close (TAKE_FD (child->pidfd));
 }
 
 void

@@ -42,6 +42,7 @@ struct loop
   size_t report_fill;
   char report_buf[sizeof (struct nsbox_report)];
   int cancel_fd;
+  short cancel_events; /* POLLRDHUP, or 0 for POLLHUP/POLLERR only */
   bool exited, timed_out, killed, cancelled;
   uint64_t deadline, kill_deadline;
 };
@@ -54,12 +55,16 @@ nsbox_now_ms (void)
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The slot is emptied before the close: a fork in between must not find
+ * a number another thread may reuse (run.c closes what it finds in the
+ * child). */
 static void
 close_fd (int *fd)
 {
-  if (*fd >= 0)
-    close (*fd);
+  int was = *fd;
   *fd = -1;
+  if (was >= 0)
+    close (was);
 }
 
 static int
@@ -198,7 +203,7 @@ poll_once (struct loop *l)
   if (!l->exited)
     p[i_pid = n++] = (struct pollfd){ l->child->pidfd, POLLIN, 0 };
   if (l->cancel_fd >= 0 && !l->killed)
-    p[i_cancel = n++] = (struct pollfd){ l->cancel_fd, POLLRDHUP, 0 };
+    p[i_cancel = n++] = (struct pollfd){ l->cancel_fd, l->cancel_events, 0 };
   uint64_t now = nsbox_now_ms ();
   uint64_t until = l->killed ? l->kill_deadline : l->deadline;
   int wait = until > now ? (int)(until - now > 60000 ? 60000 : until - now) : 0;
@@ -298,7 +303,8 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
                     .limits = limits,
                     .code = d->code,
                     .code_len = d->code_len,
-                    .cancel_fd = d->cancel_fd };
+                    .cancel_fd = d->cancel_fd,
+                    .cancel_events = d->cancel_on_half_close ? POLLRDHUP : 0 };
   size_t code_len = d->code_len;
   l.out.cap = l.errs.cap = d->max_output_bytes;
   uint64_t start = nsbox_now_ms ();

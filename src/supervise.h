@@ -21,6 +21,9 @@ struct nsbox_dispatch
   /* A connected socket (a server's client) whose hang-up kills the run,
    * which then fails with ECANCELED; -1 for none. */
   int cancel_fd;
+  /* Also a shutdown of the peer's sending side (POLLRDHUP) kills it; else
+   * only a full hang-up (POLLHUP, POLLERR) does. */
+  bool cancel_on_half_close;
 };
 
 /* Runs until the sandbox is gone and its output drained. Fills the output,

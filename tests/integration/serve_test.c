@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -657,6 +659,14 @@ Test (serve, bad_flags_and_sockets_are_refused_with_a_clear_message, .timeout = 
   cr_assert (stat (dir, &st) == 0 && chown (file, st.st_uid, st.st_gid) == 0
              && chown (world, st.st_uid, st.st_gid) == 0);
 
+  char shared[200], shared_arg[220];
+  snprintf (shared, sizeof shared, "%s/shared", dir);
+  snprintf (shared_arg, sizeof shared_arg, "unix:%s/s.sock", shared);
+  cr_assert (mkdir (shared, 0775) == 0 && chmod (shared, 02775) == 0
+             && chown (shared, st.st_uid, st.st_gid) == 0);
+  const char *const group_writable[] = { "--listen", shared_arg, NULL };
+  expect_cli_refusal ("serve", true, group_writable, "writable by its group");
+  rmdir (shared);
   const char *const bogus[] = { "--listen", "bogus", NULL };
   expect_cli_refusal ("serve", true, bogus, "expected unix:PATH or tcp:ADDR:PORT");
   const char *const relative[] = { "--listen", "unix:relative.sock", NULL };
@@ -678,9 +688,107 @@ Test (serve, bad_flags_and_sockets_are_refused_with_a_clear_message, .timeout = 
   const char *const nowhere[] = { "--server", "unix:/nonexistent/nsbox.sock", NULL };
   expect_cli_refusal ("run", false, nowhere, "/nonexistent/nsbox.sock");
   const char *const scheme[] = { "--server", "ftp://example", NULL };
-  expect_cli_refusal ("run", false, scheme, "expected unix:/PATH or http://HOST:PORT");
+  expect_cli_refusal ("run", false, scheme, "expected unix:/PATH, http://HOST:PORT or https://");
   unlink (file);
   unlink (world);
   rmdir (dir);
   free (dir);
+}
+
+/* A raw HTTP/1.1 request on the unix socket; returns the connected fd. */
+static int
+raw_request (const char *socket_path, const char *body)
+{
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert (fd >= 0);
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  snprintf (addr.sun_path, sizeof addr.sun_path, "%s", socket_path);
+  cr_assert (connect (fd, (struct sockaddr *)&addr, sizeof addr) == 0, "connect: %s",
+             strerror (errno));
+  char head[256];
+  int n = snprintf (head, sizeof head,
+                    "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %zu\r\n\r\n",
+                    strlen (body));
+  cr_assert (write (fd, head, (size_t)n) == n
+             && write (fd, body, strlen (body)) == (ssize_t)strlen (body));
+  return fd;
+}
+
+static bool
+health_says (struct serve_job *s, const char *needle)
+{
+  char *answer = NULL;
+  long st = serve_http (s->socket, "GET", "/v1/health", NULL, 0, NULL, &answer, NULL);
+  bool yes = st == 200 && strstr (answer, needle);
+  free (answer);
+  return yes;
+}
+
+Test (serve, a_client_that_reads_slowly_holds_no_run_slot, .timeout = 120)
+{
+  const char *const args[]
+      = { "--pool-size", "1", "--max-concurrent", "1", "--max-queue", "0", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  /* About 800 KB of answer (the bytes are escaped in JSON), never read. */
+  int slow = raw_request (s.socket, "{\"code\": \"import sys\\nsys.stdout.write('\\\\x01' * 65000)"
+                                    "\\nsys.stderr.write('\\\\x01' * 65000)\\n\"}");
+  bool done = false;
+  for (double w = 0; !done && w < harness_scaled (20); w += 0.05)
+    {
+      sleep_seconds (0.05);
+      done = health_says (&s, "\"running\":0");
+    }
+  cr_assert (done, "the slow client's run never ended");
+  struct run_out out;
+  serve_run (&s, "print('next')\n", NULL, &out);
+  assert_prints (&out, "next\n");
+  run_out_free (&out);
+  close (slow);
+  stop_cleanly (&s);
+}
+
+Test (serve, a_client_that_only_half_closes_still_gets_its_result, .timeout = 120)
+{
+  const char *const args[] = { "--pool-size", "1", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  int fd = raw_request (s.socket, "{\"code\": \"import time\\ntime.sleep(0.3)\\nprint(42)\\n\"}");
+  cr_assert (shutdown (fd, SHUT_WR) == 0);
+  char buf[8192];
+  size_t len = 0;
+  for (;;)
+    {
+      ssize_t n = read (fd, buf + len, sizeof buf - 1 - len);
+      if (n <= 0)
+        break;
+      len += (size_t)n;
+    }
+  buf[len] = '\0';
+  close (fd);
+  cr_assert (strstr (buf, "HTTP/1.1 200") && strstr (buf, "\"stdout\":\"42\\n\""),
+             "a half-closed unix client must still get its result: %s", buf);
+  stop_cleanly (&s);
+}
+
+Test (serve, a_chunked_body_over_the_cap_gets_413, .timeout = 60)
+{
+  const char *const args[] = { "--pool-size", "0", "--max-request-bytes", "1k", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  char *big = malloc (8192);
+  cr_assert_not_null (big);
+  memset (big, ' ', 8192);
+  const char *const chunked[] = { "Transfer-Encoding: chunked", NULL };
+  char *answer = NULL;
+  long st = serve_http (s.socket, "POST", "/v1/runs", big, 8192, chunked, &answer, NULL);
+  cr_assert (st == 413 && strstr (answer, "exceeds"), "expected 413, got %ld: %s", st, answer);
+  free (answer);
+  free (big);
+  struct run_out out;
+  serve_run (&s, "print('still')\n", NULL, &out);
+  assert_prints (&out, "still\n");
+  run_out_free (&out);
+  stop_cleanly (&s);
 }
