@@ -792,3 +792,58 @@ Test (serve, a_chunked_body_over_the_cap_gets_413, .timeout = 60)
   run_out_free (&out);
   stop_cleanly (&s);
 }
+
+Test (serve, a_background_process_is_gone_before_the_next_run, .timeout = 120)
+{
+  char tag[96];
+  make_run_tag (tag, sizeof tag);
+  char *eq = strchr (tag, '=');
+  cr_assert_not_null (eq);
+  const char *const args[] = { "--pool-size", "1", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  wait_pool (&s, 1);
+  pid_t entry[4];
+  cr_assert (children_of (s.job.pid, entry, 4) == 1, "expected one pooled sandbox");
+  /* The daemon re-executes sleep with the run's unique tag as its whole
+   * environment: the host finds it by that. */
+  char code[1024];
+  snprintf (code, sizeof code,
+            "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        os.execve('/bin/sleep', ['sleep', '1000'], {'%.*s': '%s'})\n"
+            "    os._exit(0)\nprint('started')\n",
+            (int)(eq - tag), tag, eq + 1);
+  struct run_out out;
+  serve_run (&s, code, NULL, &out);
+  char desc[1024] = "";
+  int left
+      = harness_is_runsc () ? 0 : count_uid_processes (sandbox_host_uid (), tag, desc, sizeof desc);
+  bool gone = process_gone (entry[0]);
+  assert_prints (&out, "started\n");
+  assert_served_warm (&out);
+  RUN_ASSERT (&out, left == 0, "%d process(es) of the run outlived it: %s", left, desc);
+  RUN_ASSERT (&out, gone, "the sandbox's init (host pid %d) outlived the run", (int)entry[0]);
+  run_out_free (&out);
+  stop_cleanly (&s);
+}
+
+Test (serve, the_timeout_counts_from_dispatch_through_the_server, .timeout = 120)
+{
+  char timeout[32];
+  harness_scaled_duration (2, timeout, sizeof timeout);
+  const char *const args[] = { "--pool-size", "1", "--timeout", timeout, NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  wait_pool (&s, 1);
+  /* The entry idles 3 s, longer than its timeout. */
+  sleep_seconds (3);
+  char code[128];
+  snprintf (code, sizeof code, "import time\ntime.sleep(%.3f)\nprint('done')\n",
+            harness_scaled (1));
+  struct run_out out;
+  serve_run (&s, code, NULL, &out);
+  assert_prints (&out, "done\n");
+  assert_served_warm (&out);
+  run_out_free (&out);
+  stop_cleanly (&s);
+}
