@@ -27,19 +27,6 @@ nsbox_cgroup_view_free (struct cgroup_view *v)
 }
 
 int
-nsbox_cgroup_read (const char *path, char *buf, size_t size)
-{
-  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  ssize_t n = read (fd, buf, size - 1);
-  if (n < 0)
-    return -errno;
-  buf[n] = '\0';
-  return (int)n;
-}
-
-int
 nsbox_cgroup_write (const char *dir, const char *name, const char *text)
 {
   char path[4096];
@@ -204,7 +191,7 @@ nsbox_cgroup_read_keyed (const char *dir, const char *file, const char *key, uin
 {
   char path[4096], buf[4096];
   snprintf (path, sizeof path, "%s/%s", dir, file);
-  if (nsbox_cgroup_read (path, buf, sizeof buf) < 0)
+  if (nsbox_read_small (path, buf, sizeof buf) < 0)
     return false;
   size_t kl = strlen (key);
   for (char *p = buf; p && *p; p = strchr (p, '\n'), p = p ? p + 1 : NULL)
@@ -221,7 +208,7 @@ nsbox_cgroup_read_number (const char *dir, const char *file, uint64_t *value)
 {
   char path[4096], buf[64];
   snprintf (path, sizeof path, "%s/%s", dir, file);
-  if (nsbox_cgroup_read (path, buf, sizeof buf) <= 0)
+  if (nsbox_read_small (path, buf, sizeof buf) <= 0)
     return false;
   *value = strtoull (buf, NULL, 10);
   return true;

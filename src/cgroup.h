@@ -22,10 +22,6 @@ void nsbox_cgroup_view_free (struct cgroup_view *view) NSBOX_INTERNAL;
 
 /* The controller names of enum nsbox_v1_controller. */
 extern const char *const nsbox_v1_names[NSBOX_V1_COUNT_] NSBOX_INTERNAL;
-
-/* Reads at most size - 1 bytes of a small file, NUL-terminated: the byte
- * count or -errno. */
-int nsbox_cgroup_read (const char *path, char *buf, size_t size) NSBOX_INTERNAL;
 /* Writes text to DIR/NAME: 0 or -errno. */
 int nsbox_cgroup_write (const char *dir, const char *name, const char *text) NSBOX_INTERNAL;
 /* Whether `word` is one of the `sep`-separated words of list. */

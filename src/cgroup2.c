@@ -29,7 +29,7 @@ only_us_in (const char *dir)
 {
   char path[4096], buf[4096];
   snprintf (path, sizeof path, "%s/cgroup.procs", dir);
-  if (nsbox_cgroup_read (path, buf, sizeof buf) < 0)
+  if (nsbox_read_small (path, buf, sizeof buf) < 0)
     return false;
   pid_t self = getpid ();
   for (char *p = buf; *p;)
@@ -55,8 +55,8 @@ has_memory_and_pids (const char *dir)
 {
   char buf[512], path[4096];
   snprintf (path, sizeof path, "%s/cgroup.controllers", dir);
-  return nsbox_cgroup_read (path, buf, sizeof buf) >= 0
-         && nsbox_cgroup_has_word (buf, "memory", ' ') && nsbox_cgroup_has_word (buf, "pids", ' ');
+  return nsbox_read_small (path, buf, sizeof buf) >= 0 && nsbox_cgroup_has_word (buf, "memory", ' ')
+         && nsbox_cgroup_has_word (buf, "pids", ' ');
 }
 
 static void
@@ -64,7 +64,7 @@ enable_controllers (const char *dir)
 {
   char buf[512], path[4096];
   snprintf (path, sizeof path, "%s/cgroup.subtree_control", dir);
-  if (nsbox_cgroup_read (path, buf, sizeof buf) < 0)
+  if (nsbox_read_small (path, buf, sizeof buf) < 0)
     buf[0] = '\0';
   const char *const ctrls[] = { "memory", "pids", "cpu" };
   for (size_t i = 0; i < ARRAY_SIZE (ctrls); i++)
@@ -116,7 +116,7 @@ v2_delegate (const struct cgroup_view *v, struct nsbox_error **why)
   else if (!v->v2_is_root)
     {
       snprintf (path, sizeof path, "%s/cgroup.subtree_control", base);
-      if (nsbox_cgroup_read (path, buf, sizeof buf) < 0)
+      if (nsbox_read_small (path, buf, sizeof buf) < 0)
         buf[0] = '\0';
       bool enabled
           = nsbox_cgroup_has_word (buf, "memory", ' ') && nsbox_cgroup_has_word (buf, "pids", ' ');

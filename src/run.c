@@ -74,14 +74,6 @@ static struct nsbox_launch *launches;
 static pthread_once_t launches_once = PTHREAD_ONCE_INIT;
 
 static void
-close_fd_number (int *fd)
-{
-  if (*fd >= 0)
-    close (*fd);
-  *fd = -1;
-}
-
-static void
 launches_prepare (void)
 {
   pthread_mutex_lock (&launches_lock);
@@ -101,9 +93,9 @@ launches_child (void)
       int *fds[] = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd,
                      &r->streams.report_fd, &r->child.pidfd };
       for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
-        close_fd_number (fds[i]);
-      for (size_t i = 0; i < ARRAY_SIZE (r->pipes.fds); i++)
-        close_fd_number (&r->pipes.fds[i]);
+        if (*fds[i] >= 0)
+          close (TAKE_FD (*fds[i]));
+      nsbox_pipes_close (&r->pipes);
       r->foreign = true;
     }
   launches = NULL;
@@ -257,29 +249,34 @@ prepare_filter (struct nsbox_launch *r, const struct nsbox_config *c, struct nsb
   return 0;
 }
 
+/* Fields first..first+n-1 (numbered as in proc(5)) of a /proc/PID/stat
+ * file into out; false unless all are there. */
+static bool
+stat_fields (const char *path, int first, int n, uint64_t *out)
+{
+  char buf[2048]; /* 52 fields of at most 20 digits, and comm */
+  if (nsbox_read_small (path, buf, sizeof buf) < 0)
+    return false;
+  /* After "pid (comm)", where comm may hold spaces, comes field 3. */
+  char *p = strrchr (buf, ')');
+  if (!p)
+    return false;
+  int field = 2;
+  char *save = NULL;
+  for (char *tok = strtok_r (p + 1, " ", &save); tok && field < first + n - 1;
+       tok = strtok_r (NULL, " ", &save))
+    if (++field >= first)
+      out[field - first] = strtoull (tok, NULL, 10);
+  return field == first + n - 1;
+}
+
 /* Fields 48-51 of /proc/self/stat: where the kernel finds argv and environ.
  * Only read here; the wipe happens in the child's copy of this memory. */
 static void
 locate_launcher_strings (struct nsbox_plan *plan)
 {
-  char buf[4096];
-  FILE *f = fopen ("/proc/self/stat", "re");
-  if (!f)
-    return;
-  size_t n = fread (buf, 1, sizeof buf - 1, f);
-  fclose (f);
-  buf[n] = '\0';
-  char *p = strrchr (buf, ')');
-  if (!p)
-    return;
-  /* After "pid (comm)" come fields 3..52; arg_start is field 48. */
-  unsigned long v[4];
-  int field = 2;
-  char *save = NULL;
-  for (char *tok = strtok_r (p + 1, " ", &save); tok; tok = strtok_r (NULL, " ", &save))
-    if (++field >= 48 && field <= 51)
-      v[field - 48] = strtoul (tok, NULL, 10);
-  if (field < 51)
+  uint64_t v[4];
+  if (!stat_fields ("/proc/self/stat", 48, 4, v))
     return;
   plan->arg_start = v[0];
   plan->arg_end = v[1];
@@ -467,37 +464,14 @@ nsbox_launch_runtime (const struct nsbox_launch *r)
 
 /* ---- what an idle sandbox is doing, seen from the host ---- */
 
-static bool
-read_small (const char *path, char *buf, size_t size)
-{
-  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return false;
-  ssize_t n = read (fd, buf, size - 1);
-  if (n < 0)
-    return false;
-  buf[n] = '\0';
-  return true;
-}
-
 /* utime, stime, cutime and cstime of one process, in clock ticks. */
 static uint64_t
 process_ticks (pid_t pid)
 {
-  char path[64], buf[1024];
+  char path[64];
+  uint64_t t[4];
   snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
-  if (!read_small (path, buf, sizeof buf))
-    return 0;
-  char *p = strrchr (buf, ')');
-  if (!p)
-    return 0;
-  uint64_t sum = 0;
-  int field = 2;
-  char *save = NULL;
-  for (char *tok = strtok_r (p + 1, " ", &save); tok; tok = strtok_r (NULL, " ", &save))
-    if (++field >= 14 && field <= 17)
-      sum += strtoull (tok, NULL, 10);
-  return sum;
+  return stat_fields (path, 14, 4, t) ? t[0] + t[1] + t[2] + t[3] : 0;
 }
 
 /* The processes of the tree under `pid`, children of every thread, at most
@@ -520,7 +494,7 @@ tree_ticks (pid_t pid, int *budget)
         continue;
       char cpath[320], buf[4096];
       snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
-      if (!read_small (cpath, buf, sizeof buf))
+      if (nsbox_read_small (cpath, buf, sizeof buf) < 0)
         continue;
       char *save = NULL;
       for (char *tok = strtok_r (buf, " \n", &save); tok; tok = strtok_r (NULL, " \n", &save))
@@ -549,7 +523,7 @@ find_program (pid_t init)
 {
   char path[64], buf[64];
   snprintf (path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
-  if (!read_small (path, buf, sizeof buf))
+  if (nsbox_read_small (path, buf, sizeof buf) < 0)
     return -1;
   char *end;
   long pid = strtol (buf, &end, 10);
@@ -565,7 +539,7 @@ program_reads_stdin (pid_t pid)
 {
   char path[64], buf[256];
   snprintf (path, sizeof path, "/proc/%d/syscall", (int)pid);
-  if (!read_small (path, buf, sizeof buf))
+  if (nsbox_read_small (path, buf, sizeof buf) < 0)
     return false;
   char *end;
   long nr = strtol (buf, &end, 10);

@@ -153,3 +153,16 @@ nsbox_sweep_stale (const char *dir, const char *prefix,
     }
   closedir (d);
 }
+
+int
+nsbox_read_small (const char *path, char *buf, size_t size)
+{
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t n = read (fd, buf, size - 1);
+  if (n < 0)
+    return -errno;
+  buf[n] = '\0';
+  return (int)n;
+}

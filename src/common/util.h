@@ -105,6 +105,10 @@ char *vxasprintf (const char *fmt, va_list ap)
  * (-EIO when the fd takes nothing). */
 int nsbox_write_all (int fd, const void *data, size_t len) NSBOX_INTERNAL;
 
+/* One read(2) of a small file (cgroupfs, /proc) into buf, NUL-terminated:
+ * the byte count, or -errno. */
+int nsbox_read_small (const char *path, char *buf, size_t size) NSBOX_INTERNAL;
+
 /* Reads the regular file `path` whole, at most max bytes, NUL-terminated.
  * `what` names it in the messages ("config", "seccomp policy"): "open
  * WHAT 'PATH': ...", "WHAT 'PATH' is larger than N MiB" (or bytes; EFBIG). */
