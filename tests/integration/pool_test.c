@@ -61,26 +61,13 @@ Test (pool, files_in_tmp_and_dev_shm_do_not_reach_the_next_run, .timeout = 120)
 
 Test (pool, a_background_process_is_gone_before_the_next_run_starts, .timeout = 120)
 {
-  /* The daemon re-executes sleep with the run's unique tag as its whole
-   * environment: the host finds it by that. */
-  char tag[96];
-  make_run_tag (tag, sizeof tag);
-  char *eq = strchr (tag, '=');
-  cr_assert_not_null (eq);
+  /* The daemon carries the run's unique tag: the host finds it by that. */
+  char tag[96], code[1024];
+  daemon_code (code, sizeof code, tag, sizeof tag);
+  const char *needle = tag;
   struct pool_job job;
   pool_start (NULL, 1, &job);
   pid_t entry = the_one_entry (&job);
-  char code[1024];
-  snprintf (code, sizeof code,
-            "import os\n"
-            "if os.fork() == 0:\n"
-            "    os.setsid()\n"
-            "    if os.fork() == 0:\n"
-            "        os.execve('/bin/sleep', ['sleep', '1000'], {'%.*s': '%s'})\n"
-            "    os._exit(0)\n"
-            "print('started')\n",
-            (int)(eq - tag), tag, eq + 1);
-  const char *needle = tag;
   struct run_out out;
   pool_run (&job, code, NULL, &out);
   /* Checked at once, before any further run. */

@@ -21,6 +21,16 @@
 
 #include "harness.h"
 
+static bool
+health_says (struct serve_job *s, const char *needle)
+{
+  char *answer = NULL;
+  long st = serve_http (s->socket, "GET", "/v1/health", NULL, 0, NULL, &answer, NULL);
+  bool yes = st == 200 && strstr (answer, needle);
+  free (answer);
+  return yes;
+}
+
 /* Waits until the default profile's pool has `n` entries ready (from
  * /v1/health). */
 static void
@@ -28,17 +38,12 @@ wait_pool (struct serve_job *s, int n)
 {
   char want[64];
   snprintf (want, sizeof want, "\"default\":{\"ready\":%d", n);
-  for (double waited = 0; waited < harness_scaled (30); waited += 0.02)
+  for (double waited = 0; !health_says (s, want); waited += 0.02)
     {
-      char *answer = NULL;
-      long st = serve_http (s->socket, "GET", "/v1/health", NULL, 0, NULL, &answer, NULL);
-      bool ready = st == 200 && strstr (answer, want);
-      free (answer);
-      if (ready)
-        return;
+      cr_assert (waited < harness_scaled (30), "the server's pool did not reach %d ready entries",
+                 n);
       sleep_seconds (0.02);
     }
-  cr_assert_fail ("the server's pool did not reach %d ready entries", n);
 }
 
 static void
@@ -715,16 +720,6 @@ raw_request (const char *socket_path, const char *body)
   return fd;
 }
 
-static bool
-health_says (struct serve_job *s, const char *needle)
-{
-  char *answer = NULL;
-  long st = serve_http (s->socket, "GET", "/v1/health", NULL, 0, NULL, &answer, NULL);
-  bool yes = st == 200 && strstr (answer, needle);
-  free (answer);
-  return yes;
-}
-
 Test (serve, a_client_that_reads_slowly_holds_no_run_slot, .timeout = 120)
 {
   const char *const args[]
@@ -795,24 +790,15 @@ Test (serve, a_chunked_body_over_the_cap_gets_413, .timeout = 60)
 
 Test (serve, a_background_process_is_gone_before_the_next_run, .timeout = 120)
 {
-  char tag[96];
-  make_run_tag (tag, sizeof tag);
-  char *eq = strchr (tag, '=');
-  cr_assert_not_null (eq);
+  /* The daemon carries the run's unique tag: the host finds it by that. */
+  char tag[96], code[1024];
+  daemon_code (code, sizeof code, tag, sizeof tag);
   const char *const args[] = { "--pool-size", "1", NULL };
   struct serve_job s;
   serve_start (args, &s);
   wait_pool (&s, 1);
   pid_t entry[4];
   cr_assert (children_of (s.job.pid, entry, 4) == 1, "expected one pooled sandbox");
-  /* The daemon re-executes sleep with the run's unique tag as its whole
-   * environment: the host finds it by that. */
-  char code[1024];
-  snprintf (code, sizeof code,
-            "import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            "        os.execve('/bin/sleep', ['sleep', '1000'], {'%.*s': '%s'})\n"
-            "    os._exit(0)\nprint('started')\n",
-            (int)(eq - tag), tag, eq + 1);
   struct run_out out;
   serve_run (&s, code, NULL, &out);
   char desc[1024] = "";

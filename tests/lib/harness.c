@@ -2139,3 +2139,20 @@ rss_kb (pid_t pid)
   const char *p = strstr (buf, "\nVmRSS:");
   return p ? strtol (p + 7, NULL, 10) : -1;
 }
+
+void
+daemon_code (char *code, size_t size, char *tag, size_t tag_size)
+{
+  make_run_tag (tag, tag_size);
+  const char *eq = strchr (tag, '=');
+  cr_assert_not_null (eq);
+  snprintf (code, size,
+            "import os\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        os.execve('/bin/sleep', ['sleep', '1000'], {'%.*s': '%s'})\n"
+            "    os._exit(0)\n"
+            "print('started')\n",
+            (int)(eq - tag), tag, eq + 1);
+}

@@ -291,6 +291,12 @@ void assert_refused_by_runsc_else_prints (struct run_out *out, const char *const
  * sandbox's processes on the host through /proc/PID/environ. */
 void make_run_tag (char *buf, size_t size);
 
+/* Code that starts a daemon (fork, setsid, fork) which re-executes
+ * /bin/sleep 1000 with a run tag of its own as its whole environment, then
+ * prints "started". `tag` receives that "NAME=VALUE", the needle for
+ * count_uid_processes. */
+void daemon_code (char *code, size_t size, char *tag, size_t tag_size);
+
 /* Host TCP listener on 127.0.0.1 on an ephemeral port. */
 int tcp_listener (uint16_t *port);
 /* Whether a connection to the listener was completed. */
