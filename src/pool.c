@@ -366,20 +366,8 @@ start_entry (struct nsbox_pool *p, struct entry **out, struct nsbox_error **err)
         break;
       if (state == NSBOX_LAUNCH_BROKEN || nsbox_now_ms () > deadline)
         {
-          /* Finishing it yields the setup error its init reported, if any. */
-          struct nsbox_result *res = calloc (1, sizeof *res);
-          struct nsbox_error *why = NULL;
-          struct nsbox_dispatch d = { NULL, 0, 1, 0, -1, false };
-          if (res && nsbox_launch_finish (TAKE_PTR (launch), &d, res, &why) < 0)
-            {
-              nsbox_result_free (res);
-              if (err)
-                *err = why;
-              else
-                nsbox_error_free (why);
-              return -EPROTO;
-            }
-          nsbox_result_free (res);
+          /* Its setup error, if any, would go unread: the refill loop
+           * only counts failures and backs off. */
           nsbox_launch_destroy (launch);
           return nsbox_error_set (err, EPROTO,
                                   state == NSBOX_LAUNCH_BROKEN
