@@ -118,11 +118,23 @@ extern "C"
   NSBOX_EXPORT bool nsbox_result_timed_out (const nsbox_result *result);
   NSBOX_EXPORT bool nsbox_result_oom_killed (const nsbox_result *result);
   /* Captured output (not NUL-terminated; may contain any byte), valid until the
-   * result is freed; at most max-output-bytes per stream. */
+   * result is freed; at most max-output-bytes of the program's bytes per
+   * stream. With output-capture head-tail a cut stream holds its head, a
+   * marker line "[nsbox: N bytes omitted]" (not counted in the cap) and its
+   * tail. */
   NSBOX_EXPORT const char *nsbox_result_stdout (const nsbox_result *result, size_t *len);
   NSBOX_EXPORT const char *nsbox_result_stderr (const nsbox_result *result, size_t *len);
+  /* The program wrote more than max-output-bytes to the stream. */
   NSBOX_EXPORT bool nsbox_result_stdout_truncated (const nsbox_result *result);
   NSBOX_EXPORT bool nsbox_result_stderr_truncated (const nsbox_result *result);
+  /* How many bytes the program wrote to the stream that the captured output
+   * lacks (0 when it is complete). */
+  NSBOX_EXPORT uint64_t nsbox_result_stdout_omitted_bytes (const nsbox_result *result);
+  NSBOX_EXPORT uint64_t nsbox_result_stderr_omitted_bytes (const nsbox_result *result);
+  /* The timeout and the memory limit in force for the run (a pooled run's
+   * own timeout when it gave one). */
+  NSBOX_EXPORT uint64_t nsbox_result_timeout_ms (const nsbox_result *result);
+  NSBOX_EXPORT uint64_t nsbox_result_memory_limit_bytes (const nsbox_result *result);
   NSBOX_EXPORT uint64_t nsbox_result_duration_ms (const nsbox_result *result);
   NSBOX_EXPORT uint64_t nsbox_result_cpu_ms (const nsbox_result *result);
   /* Peak memory of the sandbox in bytes, or 0 when no mechanism measured it. */
@@ -143,6 +155,15 @@ extern "C"
   /* The result as one JSON object (see README.md); stdout and stderr are
    * converted to valid UTF-8, invalid bytes replaced by U+FFFD. Caller frees. */
   NSBOX_EXPORT char *nsbox_result_to_json (const nsbox_result *result, struct nsbox_error **err);
+
+  /* The result as plain text for a model to read, NUL-terminated valid
+   * UTF-8 (the format is stable; README.md, "The text result"): the exit
+   * code, what stopped the program in words ("timed out after 5s",
+   * "killed: memory limit 256m exceeded", "killed by signal 9 (SIGKILL)",
+   * "output truncated: N bytes omitted from stdout"), then stdout and
+   * stderr under "--- stdout ---" and "--- stderr ---" ("(empty)" when
+   * empty). Caller frees; NULL with err filled on failure. */
+  NSBOX_EXPORT char *nsbox_result_to_text (const nsbox_result *result, struct nsbox_error **err);
 
   /* The warm pool: sandboxes started ahead of time, each used for exactly
    * one run. An entry is a complete sandbox as nsbox_run builds it, its

@@ -256,6 +256,21 @@ get_max_output_bytes (const nsbox_config *config)
 }
 
 static int
+set_output_capture (nsbox_config *config, const struct config_key *key, const char *value,
+                    struct nsbox_error **err)
+{
+  if (nsbox_capture_mode_parse (value, &config->output_capture) < 0)
+    return invalid_value (err, key->name, value, key->expected);
+  return 0;
+}
+
+static char *
+get_output_capture (const nsbox_config *config)
+{
+  return strdup (nsbox_capture_mode_name (config->output_capture));
+}
+
+static int
 set_tmp_size (nsbox_config *config, const struct config_key *key, const char *value,
               struct nsbox_error **err)
 {
@@ -492,6 +507,9 @@ get_store (const nsbox_config *config)
   X (max_output_bytes, "max-output-bytes", 0, nsbox_config_load_scalar,                            \
      "cap on captured bytes, stdout and stderr each (default 65536)",                              \
      "a size from 0 to 1g such as 65536")                                                          \
+  X (output_capture, "output-capture", 0, nsbox_config_load_scalar,                                \
+     "past max-output-bytes keep the head, or the head and the tail (default head-tail)",          \
+     "head or head-tail")                                                                          \
   X (tmp_size, "tmp-size", 0, nsbox_config_load_scalar,                                            \
      "size of the writable tmpfs at /tmp (default 64m)", "a size such as 64m")                     \
   X (network, "network", 0, nsbox_config_load_scalar,                                              \
@@ -591,6 +609,7 @@ nsbox_config_new (struct nsbox_error **err)
   config->cpus_milli = 500;
   config->pids_limit = 64;
   config->max_output_bytes = 65536;
+  config->output_capture = NSBOX_CAPTURE_HEAD_TAIL;
   config->tmp_size_bytes = 64ULL << 20;
   config->uid = 65534;
   config->gid = 65534;

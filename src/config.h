@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "capture.h"
 #include "image.h"
 #include "nsbox.h"
 #include "units.h"
@@ -30,6 +31,7 @@ struct nsbox_config
   uint64_t cpus_milli;       /* CPU bandwidth in thousandths of a CPU, > 0 */
   uint64_t pids_limit;       /* > 0 */
   uint64_t max_output_bytes; /* per stream */
+  enum nsbox_capture_mode output_capture;
   uint64_t tmp_size_bytes;   /* > 0 */
   char *network;             /* "none" */
   uid_t uid;                 /* inside the sandbox */

@@ -752,7 +752,9 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
                               timeout_ms,
                               max_output,
                               options ? options->cancel_fd : -1,
-                              options && options->cancel_on_half_close };
+                              options && options->cancel_on_half_close,
+                              p->config->output_capture,
+                              p->config->memory_bytes };
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);

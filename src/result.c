@@ -92,6 +92,30 @@ nsbox_result_stderr_truncated (const nsbox_result *result)
 }
 
 uint64_t
+nsbox_result_stdout_omitted_bytes (const nsbox_result *result)
+{
+  return result ? result->stdout_omitted : 0;
+}
+
+uint64_t
+nsbox_result_stderr_omitted_bytes (const nsbox_result *result)
+{
+  return result ? result->stderr_omitted : 0;
+}
+
+uint64_t
+nsbox_result_timeout_ms (const nsbox_result *result)
+{
+  return result ? result->timeout_ms : 0;
+}
+
+uint64_t
+nsbox_result_memory_limit_bytes (const nsbox_result *result)
+{
+  return result ? result->memory_limit_bytes : 0;
+}
+
+uint64_t
 nsbox_result_duration_ms (const nsbox_result *result)
 {
   return result ? result->duration_ms : 0;
@@ -265,22 +289,27 @@ stream_value (const char *bytes, size_t len)
   return value;
 }
 
+void
+nsbox_signal_name (int sig, char *name, size_t size)
+{
+  const char *abbrev = sig > 0 ? sigabbrev_np (sig) : NULL;
+  if (abbrev)
+    snprintf (name, size, "SIG%s", abbrev);
+  else if (sig == SIGRTMIN)
+    snprintf (name, size, "SIGRTMIN");
+  else if (sig > SIGRTMIN && sig <= SIGRTMAX)
+    snprintf (name, size, "SIGRTMIN+%d", sig - SIGRTMIN);
+  else
+    snprintf (name, size, "SIG%d", sig);
+}
+
 static json_t *
 signal_value (int sig)
 {
   if (sig == 0)
     return json_null ();
-
   char name[32];
-  const char *abbrev = sig > 0 ? sigabbrev_np (sig) : NULL;
-  if (abbrev)
-    snprintf (name, sizeof name, "SIG%s", abbrev);
-  else if (sig == SIGRTMIN)
-    snprintf (name, sizeof name, "SIGRTMIN");
-  else if (sig > SIGRTMIN && sig <= SIGRTMAX)
-    snprintf (name, sizeof name, "SIGRTMIN+%d", sig - SIGRTMIN);
-  else
-    snprintf (name, sizeof name, "SIG%d", sig);
+  nsbox_signal_name (sig, name, sizeof name);
   return json_string (name);
 }
 
@@ -352,9 +381,13 @@ result_value (const nsbox_result *result)
       || object_add (object, "stderr", stream_value (stderr_bytes, stderr_len)) < 0
       || object_add (object, "stdout_truncated", json_boolean (result->stdout_truncated)) < 0
       || object_add (object, "stderr_truncated", json_boolean (result->stderr_truncated)) < 0
+      || object_add (object, "stdout_omitted_bytes", counter_value (result->stdout_omitted)) < 0
+      || object_add (object, "stderr_omitted_bytes", counter_value (result->stderr_omitted)) < 0
       || object_add (object, "duration_ms", counter_value (result->duration_ms)) < 0
       || object_add (object, "cpu_ms", counter_value (result->cpu_ms)) < 0
       || object_add (object, "memory_peak_bytes", counter_value (result->memory_peak_bytes)) < 0
+      || object_add (object, "timeout_ms", counter_value (result->timeout_ms)) < 0
+      || object_add (object, "memory_limit_bytes", counter_value (result->memory_limit_bytes)) < 0
       || object_add (object, "limits", limits_value (result)) < 0
       || object_add (object, "runtime", runtime ? json_string (runtime) : json_null ()) < 0
       || object_add (object, "served", json_string (result->warm ? "warm" : "cold")) < 0)

@@ -21,9 +21,13 @@ struct nsbox_result
   size_t stderr_len;
   bool stdout_truncated;
   bool stderr_truncated;
+  uint64_t stdout_omitted; /* bytes of the stream not in stdout_buf */
+  uint64_t stderr_omitted;
   uint64_t duration_ms;
   uint64_t cpu_ms;
   uint64_t memory_peak_bytes;
+  uint64_t timeout_ms;         /* the limits in force for this run */
+  uint64_t memory_limit_bytes;
   enum nsbox_mechanism limits[NSBOX_LIMIT_COUNT_];
   const char *runtime; /* static string */
   bool warm;           /* served by a pooled sandbox started ahead of time */
@@ -32,5 +36,14 @@ struct nsbox_result
 /* Copies `len` bytes as valid UTF-8 into a new NUL-terminated buffer:
  * invalid sequences become U+FFFD, NUL bytes are kept (hence *out_len). */
 int nsbox_utf8_sanitize (const char *in, size_t len, char **out, size_t *out_len) NSBOX_INTERNAL;
+
+/* "SIGKILL", "SIGRTMIN+2", "SIG99": the name the JSON result gives. */
+void nsbox_signal_name (int sig, char *name, size_t size) NSBOX_INTERNAL;
+
+/* A result rebuilt from its JSON form (a server's answer), so that it is
+ * shown exactly as a local one. -EBADMSG when a required member (exit_code,
+ * stdout, stderr) is missing or any member has the wrong type. */
+int nsbox_result_from_json (const char *json, size_t len, nsbox_result **result,
+                            struct nsbox_error **err) NSBOX_INTERNAL;
 
 #endif

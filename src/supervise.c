@@ -1,6 +1,7 @@
 /* Supervision of one native run from the launcher's side. Parent memory stays
- * bounded: past max-output-bytes output is read and discarded, so the
- * sandbox never blocks on a full pipe and never grows our heap. */
+ * bounded: past max-output-bytes output is read and only its head and tail
+ * kept (capture.c), so the sandbox never blocks on a full pipe and never
+ * grows our heap. */
 #include "supervise.h"
 
 #include <errno.h>
@@ -23,13 +24,6 @@
  * close before reaping regardless. */
 #define KILL_GRACE_MS 5000
 
-struct capture
-{
-  char *buf;
-  size_t len, alloc, cap;
-  bool truncated;
-};
-
 struct loop
 {
   struct nsbox_child *child;
@@ -37,7 +31,7 @@ struct loop
   struct nsbox_limits *limits;
   const char *code;
   size_t code_len, code_off;
-  struct capture out, errs;
+  struct nsbox_capture out, errs;
   struct nsbox_report error_report, status_report;
   size_t report_fill;
   char report_buf[sizeof (struct nsbox_report)];
@@ -67,46 +61,9 @@ close_fd (int *fd)
     close (was);
 }
 
-static int
-capture_add (struct capture *c, const char *data, size_t n)
-{
-  size_t room = c->cap - c->len;
-  if (n > room)
-    {
-      c->truncated = true;
-      n = room;
-    }
-  if (n == 0)
-    return 0;
-  if (c->len + n > c->alloc)
-    {
-      size_t want = c->alloc ? c->alloc * 2 : 16384;
-      while (want < c->len + n)
-        want *= 2;
-      if (want > c->cap)
-        want = c->cap;
-      /* Not realloc: the old copy is wiped before it is freed (see
-       * nsbox_result_free). */
-      char *grown = malloc (want);
-      if (!grown)
-        return -ENOMEM;
-      if (c->buf)
-        {
-          memcpy (grown, c->buf, c->len);
-          explicit_bzero (c->buf, c->len);
-          free (c->buf);
-        }
-      c->buf = grown;
-      c->alloc = want;
-    }
-  memcpy (c->buf + c->len, data, n);
-  c->len += n;
-  return 0;
-}
-
 /* Reads what is there; returns <0 on error, 0 at EOF (fd closed), 1 otherwise. */
 static int
-drain (int *fd, struct capture *c)
+drain (int *fd, struct nsbox_capture *c)
 {
   char chunk[65536];
   for (int i = 0; i < 16; i++)
@@ -121,7 +78,7 @@ drain (int *fd, struct capture *c)
           close_fd (fd);
           return 0;
         }
-      if (capture_add (c, chunk, (size_t)n) < 0)
+      if (nsbox_capture_add (c, chunk, (size_t)n) < 0)
         return -ENOMEM;
     }
   return 1;
@@ -288,6 +245,22 @@ conclude (struct loop *l, const siginfo_t *info, struct nsbox_result *res, struc
 }
 
 static void
+store_output (struct loop *l, struct nsbox_result *res)
+{
+  struct nsbox_captured out, errs;
+  nsbox_capture_finish (&l->out, &out);
+  nsbox_capture_finish (&l->errs, &errs);
+  res->stdout_buf = out.buf;
+  res->stdout_len = out.len;
+  res->stdout_truncated = out.truncated;
+  res->stdout_omitted = out.omitted;
+  res->stderr_buf = errs.buf;
+  res->stderr_len = errs.len;
+  res->stderr_truncated = errs.truncated;
+  res->stderr_omitted = errs.omitted;
+}
+
+static void
 set_nonblocking (int fd)
 {
   if (fd >= 0)
@@ -306,7 +279,8 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
                     .cancel_fd = d->cancel_fd,
                     .cancel_events = d->cancel_on_half_close ? POLLRDHUP : 0 };
   size_t code_len = d->code_len;
-  l.out.cap = l.errs.cap = d->max_output_bytes;
+  nsbox_capture_init (&l.out, d->capture, d->max_output_bytes);
+  nsbox_capture_init (&l.errs, d->capture, d->max_output_bytes);
   uint64_t start = nsbox_now_ms ();
   l.deadline = start + d->timeout_ms;
   set_nonblocking (s->stdin_fd);
@@ -350,12 +324,9 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   res->cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000
                 + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
   res->memory_peak_bytes = (uint64_t)ru.ru_maxrss * 1024;
-  res->stdout_buf = l.out.buf;
-  res->stdout_len = l.out.len;
-  res->stdout_truncated = l.out.truncated;
-  res->stderr_buf = l.errs.buf;
-  res->stderr_len = l.errs.len;
-  res->stderr_truncated = l.errs.truncated;
+  store_output (&l, res);
+  res->timeout_ms = d->timeout_ms;
+  res->memory_limit_bytes = d->memory_bytes;
   if (r < 0)
     return nsbox_error_sys (err, -r, "supervise the sandbox");
   if (l.cancelled)

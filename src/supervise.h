@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capture.h"
 #include "limit.h"
 #include "result.h"
 #include "sandbox.h"
@@ -24,6 +25,10 @@ struct nsbox_dispatch
   /* Also a shutdown of the peer's sending side (POLLRDHUP) kills it; else
    * only a full hang-up (POLLHUP, POLLERR) does. */
   bool cancel_on_half_close;
+  enum nsbox_capture_mode capture;
+  /* The configured memory limit, for the result (it names the limit in
+   * force when the run is killed by it). */
+  uint64_t memory_bytes;
 };
 
 /* Runs until the sandbox is gone and its output drained. Fills the output,

@@ -42,11 +42,24 @@ MODE_TEST (basics, exit_status_of_the_program_is_reported, .timeout = 30)
 
 MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
 {
-  static const char *const keys[]
-      = { "exit_code",   "signal", "timed_out",         "oom_killed",
-          "stdout",      "stderr", "stdout_truncated",  "stderr_truncated",
-          "duration_ms", "cpu_ms", "memory_peak_bytes", "limits",
-          "runtime",     "served" };
+  static const char *const keys[] = { "exit_code",
+                                      "signal",
+                                      "timed_out",
+                                      "oom_killed",
+                                      "stdout",
+                                      "stderr",
+                                      "stdout_truncated",
+                                      "stderr_truncated",
+                                      "stdout_omitted_bytes",
+                                      "stderr_omitted_bytes",
+                                      "duration_ms",
+                                      "cpu_ms",
+                                      "memory_peak_bytes",
+                                      "timeout_ms",
+                                      "memory_limit_bytes",
+                                      "limits",
+                                      "runtime",
+                                      "served" };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
   static const char *const mechanisms[] = { "none", "rlimit", "cgroup1", "cgroup2", "tmpfs" };
   struct run_out out;
@@ -72,7 +85,9 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
       = { "timed_out", "oom_killed", "stdout_truncated", "stderr_truncated" };
   for (size_t b = 0; b < sizeof bools / sizeof bools[0]; b++)
     RUN_ASSERT (&out, json_is_boolean (json_object_get (json, bools[b])), "%s type", bools[b]);
-  static const char *const ints[] = { "duration_ms", "cpu_ms", "memory_peak_bytes" };
+  static const char *const ints[]
+      = { "stdout_omitted_bytes", "stderr_omitted_bytes", "duration_ms", "cpu_ms",
+          "memory_peak_bytes",    "timeout_ms",           "memory_limit_bytes" };
   for (size_t n = 0; n < sizeof ints / sizeof ints[0]; n++)
     RUN_ASSERT (&out,
                 json_is_integer (json_object_get (json, ints[n]))

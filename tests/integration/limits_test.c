@@ -55,10 +55,10 @@ Test (limits, timeout_without_json_exits_124, .timeout = 30)
   run_out_free (&out);
 }
 
-MODE_TEST (limits, stdout_beyond_max_output_bytes_is_truncated, .timeout = 30)
+MODE_TEST (limits, stdout_beyond_max_output_bytes_is_truncated_in_head_mode, .timeout = 30)
 {
   struct run_out out;
-  const char *const args[] = { "--max-output-bytes", "1024", NULL };
+  const char *const args[] = { "--max-output-bytes", "1024", "--output-capture", "head", NULL };
   run_mode (*mode, "print('a' * 100_000)\n", args, &out);
   RUN_ASSERT (&out, out.exit_status == 0, "expected exit status 0");
   size_t len;
@@ -67,13 +67,16 @@ MODE_TEST (limits, stdout_beyond_max_output_bytes_is_truncated, .timeout = 30)
   RUN_ASSERT (&out, strspn (s, "a") == len, "expected only 'a's");
   RUN_ASSERT (&out, run_json_bool (&out, "stdout_truncated"), "expected stdout_truncated true");
   RUN_ASSERT (&out, !run_json_bool (&out, "stderr_truncated"), "expected stderr_truncated false");
+  RUN_ASSERT (&out, run_json_int (&out, "stdout_omitted_bytes") == 100001 - 1024,
+              "expected the 100001 bytes written less the 1024 kept as omitted");
+  RUN_ASSERT (&out, run_json_int (&out, "stderr_omitted_bytes") == 0, "nothing omitted of stderr");
   run_out_free (&out);
 }
 
-MODE_TEST (limits, stderr_beyond_max_output_bytes_is_truncated, .timeout = 30)
+MODE_TEST (limits, stderr_beyond_max_output_bytes_is_truncated_in_head_mode, .timeout = 30)
 {
   struct run_out out;
-  const char *const args[] = { "--max-output-bytes", "1024", NULL };
+  const char *const args[] = { "--max-output-bytes", "1024", "--output-capture", "head", NULL };
   run_mode (*mode, "import sys\nsys.stderr.write('e' * 100_000)\nprint('done')\n", args, &out);
   RUN_ASSERT (&out, out.exit_status == 0, "expected exit status 0");
   size_t len;
@@ -85,10 +88,10 @@ MODE_TEST (limits, stderr_beyond_max_output_bytes_is_truncated, .timeout = 30)
   run_out_free (&out);
 }
 
-Test (limits, cli_without_json_caps_raw_output, .timeout = 30)
+Test (limits, cli_without_json_caps_raw_output_in_head_mode, .timeout = 30)
 {
   struct run_out out;
-  const char *const args[] = { "--max-output-bytes", "1024", NULL };
+  const char *const args[] = { "--max-output-bytes", "1024", "--output-capture", "head", NULL };
   const char *code = "print('a' * 100_000)\n";
   run_cli_text (code, strlen (code), args, &out);
   RUN_ASSERT (&out, out.exit_status == 0, "expected exit status 0");
@@ -97,9 +100,10 @@ Test (limits, cli_without_json_caps_raw_output, .timeout = 30)
   run_out_free (&out);
 }
 
-/* The launcher reads and discards beyond the cap: its memory must not grow
- * with the output. (The measure also covers the sandbox's processes, which
- * the launcher reaps; python writing 1 MiB blocks stays well below.) */
+/* The launcher keeps the head and the tail (a fixed ring) of the output
+ * and counts the rest: its memory must not grow with the output. (The
+ * measure also covers the sandbox's processes, which the launcher reaps;
+ * python writing 1 MiB blocks stays well below.) */
 MODE_TEST (limits, gigabyte_of_output_keeps_launcher_rss_under_16_mb, .timeout = 90)
 {
   struct run_out out;
@@ -114,7 +118,12 @@ MODE_TEST (limits, gigabyte_of_output_keeps_launcher_rss_under_16_mb, .timeout =
   RUN_ASSERT (&out, run_json_bool (&out, "stdout_truncated"), "expected stdout_truncated true");
   size_t len;
   run_stdout (&out, &len);
-  RUN_ASSERT (&out, len == 65536, "expected the default cap of 65536 bytes, got %zu", len);
+  /* Head-tail by default: the cap's bytes and the marker line between. */
+  static const char marker[] = "\n[nsbox: 1073676288 bytes omitted]\n";
+  RUN_ASSERT (&out, len == 65536 + strlen (marker),
+              "expected the default cap of 65536 bytes and the marker, got %zu", len);
+  RUN_ASSERT (&out, run_json_int (&out, "stdout_omitted_bytes") == (1LL << 30) - 65536,
+              "expected 1 GiB less the 65536 bytes kept as omitted");
   long grown_kb = out.peak_rss_kb - out.base_rss_kb;
   /* Under runsc the reaped descendants include runsc, gofer and sentry (Go
    * programs of about 30 MB each, whatever the output): the bound covers

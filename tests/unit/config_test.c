@@ -261,9 +261,9 @@ Test (config, cpus_parse_to_thousandths, .timeout = 5)
 Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
 {
   static const char *const names[] = {
-    "image",      "rootfs",           "runtime",        "timeout", "memory", "cpus",
-    "pids-limit", "max-output-bytes", "tmp-size",       "network", "user",   "env",
-    "command",    "strict",           "seccomp-policy", "pull",    "store",
+    "image",   "rootfs",         "runtime",  "timeout", "memory",         "cpus",
+    "pids-limit", "max-output-bytes", "output-capture", "tmp-size", "network", "user",
+    "env",     "command",        "strict",   "seccomp-policy", "pull", "store",
   };
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   size_t count = 0;
@@ -292,6 +292,7 @@ Test (config, new_config_holds_the_defaults, .timeout = 5)
   expect_get (config, "cpus", "0.5");
   expect_get (config, "pids-limit", "64");
   expect_get (config, "max-output-bytes", "65536");
+  expect_get (config, "output-capture", "head-tail");
   expect_get (config, "tmp-size", "64m");
   expect_get (config, "network", "none");
   expect_get (config, "user", "65534:65534");
@@ -347,6 +348,8 @@ Test (config, every_key_reads_back_what_was_set, .timeout = 5)
     { "max-output-bytes", "0", "0" },
     { "max-output-bytes", "1m", "1048576" },
     { "max-output-bytes", "1g", "1073741824" },
+    { "output-capture", "head", "head" },
+    { "output-capture", "head-tail", "head-tail" },
     { "tmp-size", "1g", "1g" },
     { "network", "none", "none" },
     { "user", "1000:100", "1000:100" },
@@ -396,6 +399,8 @@ Test (config, bad_values_are_rejected_and_change_nothing, .timeout = 5)
     { "pids-limit", "4194305", NULL },
     { "max-output-bytes", "-1", NULL },
     { "max-output-bytes", "2g", NULL },
+    { "output-capture", "tail", NULL },
+    { "output-capture", "", NULL },
     { "tmp-size", "10x", NULL },
     { "tmp-size", "0", NULL },
     { "network", "host", NULL },

@@ -96,10 +96,24 @@ assert_sanitized (const char *in, size_t in_len, const char *expected, size_t ex
 Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
 {
   static const char *const keys[] = {
-    "exit_code",   "signal", "timed_out",         "oom_killed",
-    "stdout",      "stderr", "stdout_truncated",  "stderr_truncated",
-    "duration_ms", "cpu_ms", "memory_peak_bytes", "limits",
-    "runtime",     "served",
+    "exit_code",
+    "signal",
+    "timed_out",
+    "oom_killed",
+    "stdout",
+    "stderr",
+    "stdout_truncated",
+    "stderr_truncated",
+    "stdout_omitted_bytes",
+    "stderr_omitted_bytes",
+    "duration_ms",
+    "cpu_ms",
+    "memory_peak_bytes",
+    "timeout_ms",
+    "memory_limit_bytes",
+    "limits",
+    "runtime",
+    "served",
   };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
 
@@ -109,6 +123,9 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
   result->oom_killed = false;
   result->stdout_truncated = false;
   result->stderr_truncated = true;
+  result->stderr_omitted = 4321;
+  result->timeout_ms = 5000;
+  result->memory_limit_bytes = 268435456;
   result->duration_ms = 1234;
   result->cpu_ms = 567;
   result->memory_peak_bytes = 8388608;
@@ -144,6 +161,11 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
   cr_assert_str_eq (json_string_value (json_object_get (root, "stderr")), "oops\n");
   cr_assert (json_is_false (json_object_get (root, "stdout_truncated")));
   cr_assert (json_is_true (json_object_get (root, "stderr_truncated")));
+  cr_assert (json_is_integer (json_object_get (root, "stdout_omitted_bytes")));
+  cr_assert_eq (json_integer_value (json_object_get (root, "stdout_omitted_bytes")), 0);
+  cr_assert_eq (json_integer_value (json_object_get (root, "stderr_omitted_bytes")), 4321);
+  cr_assert_eq (json_integer_value (json_object_get (root, "timeout_ms")), 5000);
+  cr_assert_eq (json_integer_value (json_object_get (root, "memory_limit_bytes")), 268435456);
   cr_assert_eq (json_integer_value (json_object_get (root, "duration_ms")), 1234);
   cr_assert_eq (json_integer_value (json_object_get (root, "cpu_ms")), 567);
   cr_assert_eq (json_integer_value (json_object_get (root, "memory_peak_bytes")), 8388608);

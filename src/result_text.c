@@ -1,0 +1,118 @@
+/* The model-facing plain-text form of a result (nsbox_result_to_text). The
+ * format is a stable interface, documented in README.md. */
+#include "result.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "units.h"
+#include "util.h"
+
+/* What stopped the program, in words; nothing for a normal exit. */
+static int
+write_stop_reason (FILE *f, const nsbox_result *r)
+{
+  if (r->timed_out)
+    {
+      cleanup_free char *t = r->timeout_ms ? nsbox_format_duration (r->timeout_ms) : NULL;
+      if (r->timeout_ms && !t)
+        return -ENOMEM;
+      fprintf (f, "timed out%s%s\n", t ? " after " : "", t ? t : "");
+    }
+  else if (r->oom_killed)
+    {
+      cleanup_free char *m
+          = r->memory_limit_bytes ? nsbox_format_size (r->memory_limit_bytes) : NULL;
+      if (r->memory_limit_bytes && !m)
+        return -ENOMEM;
+      fprintf (f, "killed: memory limit %s%sexceeded\n", m ? m : "", m ? " " : "");
+    }
+  else if (r->signal)
+    {
+      char name[32];
+      nsbox_signal_name (r->signal, name, sizeof name);
+      fprintf (f, "killed by signal %d (%s)\n", r->signal, name);
+    }
+  return 0;
+}
+
+/* One stream under its header: valid UTF-8, NUL bytes as U+FFFD (the text
+ * is a C string), a final newline added when missing. */
+static int
+write_stream (FILE *f, const char *name, const char *bytes, size_t len)
+{
+  fprintf (f, "--- %s ---\n", name);
+  if (len == 0)
+    {
+      fputs ("(empty)\n", f);
+      return 0;
+    }
+  cleanup_free char *text = NULL;
+  size_t text_len = 0;
+  if (nsbox_utf8_sanitize (bytes, len, &text, &text_len) < 0)
+    return -ENOMEM;
+  for (const char *p = text, *end = text + text_len; p < end;)
+    {
+      const char *nul = memchr (p, '\0', (size_t)(end - p));
+      size_t run = nul ? (size_t)(nul - p) : (size_t)(end - p);
+      fwrite (p, 1, run, f);
+      if (nul)
+        fputs ("\xef\xbf\xbd", f);
+      p += run + (nul ? 1 : 0);
+    }
+  if (text[text_len - 1] != '\n')
+    fputc ('\n', f);
+  /* A pooled sandbox's init is a copy of this process (nsbox_result_free). */
+  explicit_bzero (text, text_len);
+  return 0;
+}
+
+static int
+write_text (FILE *f, const nsbox_result *r)
+{
+  size_t out_len = 0, err_len = 0;
+  const char *out = nsbox_result_stdout (r, &out_len);
+  const char *errs = nsbox_result_stderr (r, &err_len);
+  fprintf (f, "exit code: %d\n", r->exit_code);
+  int ret = write_stop_reason (f, r);
+  if (ret < 0)
+    return ret;
+  if (r->stdout_truncated)
+    fprintf (f, "output truncated: %" PRIu64 " bytes omitted from stdout\n", r->stdout_omitted);
+  if (r->stderr_truncated)
+    fprintf (f, "output truncated: %" PRIu64 " bytes omitted from stderr\n", r->stderr_omitted);
+  if ((ret = write_stream (f, "stdout", out, out_len)) < 0)
+    return ret;
+  return write_stream (f, "stderr", errs, err_len);
+}
+
+char *
+nsbox_result_to_text (const nsbox_result *result, struct nsbox_error **err)
+{
+  if (!result)
+    {
+      nsbox_error_set (err, EINVAL, "render result as text: no result");
+      return NULL;
+    }
+  char *text = NULL;
+  size_t len = 0;
+  cleanup_fclose FILE *f = open_memstream (&text, &len);
+  if (!f)
+    {
+      nsbox_error_sys (err, ENOMEM, "render result as text");
+      return NULL;
+    }
+  int r = write_text (f, result);
+  bool failed = ferror (f) != 0;
+  if (fclose (TAKE_PTR (f)) != 0 || failed || r < 0)
+    {
+      free (text);
+      nsbox_error_sys (err, ENOMEM, "render result as text");
+      return NULL;
+    }
+  return text;
+}
