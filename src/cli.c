@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include "nsbox.h"
 #include "client.h"
 #include "pool.h"
+#include "result.h"
 #include "seccomp.h"
 #include "serve.h"
 #include "units.h"
@@ -41,6 +43,7 @@ enum
   OPT_SERVER,
   OPT_PROFILE,
   OPT_TOKEN_FILE,
+  OPT_FORMAT,
   /* nsbox serve */
   OPT_LISTEN,
   OPT_PROFILE_FILE,
@@ -58,6 +61,7 @@ static const struct option run_options[] = {
   { "server", required_argument, NULL, OPT_SERVER },
   { "profile", required_argument, NULL, OPT_PROFILE },
   { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+  { "format", required_argument, NULL, OPT_FORMAT },
 };
 static const struct option serve_options[] = {
   { "listen", required_argument, NULL, OPT_LISTEN },
@@ -81,6 +85,7 @@ struct cli
 {
   const char *config_file;
   bool json;
+  bool text; /* --format text */
   struct setting *settings;
   size_t nsettings;
   char **command;
@@ -110,7 +115,9 @@ usage (FILE *out)
            "python -). Precedence: built-in defaults < --config FILE < flags.\n\n"
            "options:\n"
            "  --config FILE          load a YAML configuration (see policies/nsbox.yaml)\n"
-           "  --json                 print the result as one JSON object on stdout\n");
+           "  --json                 print the result as one JSON object on stdout\n"
+           "  --format FORMAT        run: plain (the program's output, the default), json\n"
+           "                         (--json) or text (the result as text for a model)\n");
   for (const struct nsbox_key_info *k = nsbox_config_keys (); k->name; k++)
     {
       char flag[64];
@@ -278,13 +285,14 @@ read_code (char **code, size_t *len)
   return 0;
 }
 
-/* What the CLI shows of a result: from nsbox_result, or from the JSON a
- * server answered. */
+/* What the CLI shows of a result (a local one, or one rebuilt from the
+ * JSON a server answered). */
 struct shown
 {
   const char *out, *err;
   size_t out_len, err_len;
   bool out_truncated, err_truncated, timed_out, oom_killed;
+  uint64_t out_omitted, err_omitted;
   int exit_code;
 };
 
@@ -296,6 +304,8 @@ shown_of_result (const nsbox_result *res)
   v.err = nsbox_result_stderr (res, &v.err_len);
   v.out_truncated = nsbox_result_stdout_truncated (res);
   v.err_truncated = nsbox_result_stderr_truncated (res);
+  v.out_omitted = nsbox_result_stdout_omitted_bytes (res);
+  v.err_omitted = nsbox_result_stderr_omitted_bytes (res);
   v.timed_out = nsbox_result_timed_out (res);
   v.oom_killed = nsbox_result_oom_killed (res);
   v.exit_code = nsbox_result_exit_code (res);
@@ -324,11 +334,11 @@ show (const struct shown *v, const nsbox_config *config)
   cleanup_free char *t = config ? nsbox_config_get (config, "timeout", NULL) : NULL;
   cleanup_free char *m = config ? nsbox_config_get (config, "memory", NULL) : NULL;
   if (v->out_truncated)
-    fprintf (stderr, "nsbox: stdout truncated%s%s%s\n", cap ? " at " : "", cap ? cap : "",
-             cap ? " bytes" : "");
+    fprintf (stderr, "nsbox: stdout truncated%s%s%s, %" PRIu64 " bytes omitted\n",
+             cap ? " at " : "", cap ? cap : "", cap ? " bytes" : "", v->out_omitted);
   if (v->err_truncated)
-    fprintf (stderr, "nsbox: stderr truncated%s%s%s\n", cap ? " at " : "", cap ? cap : "",
-             cap ? " bytes" : "");
+    fprintf (stderr, "nsbox: stderr truncated%s%s%s, %" PRIu64 " bytes omitted\n",
+             cap ? " at " : "", cap ? cap : "", cap ? " bytes" : "", v->err_omitted);
   if (v->timed_out)
     fprintf (stderr, "nsbox: timed out%s%s\n", t ? " after " : "", t ? t : "");
   else if (v->oom_killed)
@@ -341,6 +351,15 @@ static int
 report (const struct cli *cli, const nsbox_config *config, const nsbox_result *res)
 {
   struct shown v = shown_of_result (res);
+  if (cli->text)
+    {
+      cleanup_error struct nsbox_error *err = NULL;
+      cleanup_free char *text = nsbox_result_to_text (res, &err);
+      if (!text)
+        return fail ("%s", nsbox_error_message (err));
+      nsbox_write_all (STDOUT_FILENO, text, strlen (text));
+      return exit_status (&v);
+    }
   if (cli->json)
     {
       cleanup_error struct nsbox_error *err = NULL;
@@ -360,6 +379,23 @@ static const char *
 extra (const struct cli *cli, int opt)
 {
   return cli->extra_value[opt - OPT_SERVER];
+}
+
+/* --format plain|json|text; --json is --format json. */
+static int
+choose_format (struct cli *cli)
+{
+  const char *format = extra (cli, OPT_FORMAT);
+  if (!format)
+    return 0;
+  bool json = strcmp (format, "json") == 0, text = strcmp (format, "text") == 0;
+  if (!json && !text && strcmp (format, "plain") != 0)
+    return fail ("invalid value '%s' for --format: expected plain, json or text", format);
+  if (cli->json && !json)
+    return fail ("--json conflicts with --format %s", format);
+  cli->json = json;
+  cli->text = text;
+  return 0;
 }
 
 static int
@@ -395,12 +431,8 @@ run_request (const struct cli *cli, const char *code, size_t len)
   return text;
 }
 
-static bool
-json_flag (json_t *o, const char *key)
-{
-  return json_is_true (json_object_get (o, key));
-}
-
+/* A server's answer goes through the same rendering as a local result,
+ * rebuilt from its JSON; --json prints the answer as it came. */
 static int
 report_answer (const struct cli *cli, long status, const char *answer, size_t len)
 {
@@ -418,34 +450,22 @@ report_answer (const struct cli *cli, long status, const char *answer, size_t le
       json_decref (o);
       return r;
     }
-  json_t *out = json_object_get (o, "stdout"), *err = json_object_get (o, "stderr");
-  json_t *code = json_object_get (o, "exit_code");
-  if (!json_is_string (out) || !json_is_string (err) || !json_is_integer (code))
-    {
-      json_decref (o);
-      return fail ("the server's result lacks stdout, stderr or exit_code");
-    }
-  struct shown v = {
-    .out = json_string_value (out),
-    .out_len = json_string_length (out),
-    .err = json_string_value (err),
-    .err_len = json_string_length (err),
-    .out_truncated = json_flag (o, "stdout_truncated"),
-    .err_truncated = json_flag (o, "stderr_truncated"),
-    .timed_out = json_flag (o, "timed_out"),
-    .oom_killed = json_flag (o, "oom_killed"),
-    .exit_code = (int)json_integer_value (code),
-  };
+  json_decref (o);
+  nsbox_result *res = NULL;
+  cleanup_error struct nsbox_error *err = NULL;
+  if (nsbox_result_from_json (answer, len, &res, &err) < 0)
+    return fail ("the server's result: %s", nsbox_error_message (err));
   int r;
   if (cli->json)
     {
+      struct shown v = shown_of_result (res);
       nsbox_write_all (STDOUT_FILENO, answer, len);
       nsbox_write_all (STDOUT_FILENO, "\n", 1);
       r = exit_status (&v);
     }
   else
-    r = show (&v, NULL);
-  json_decref (o);
+    r = report (cli, NULL, res);
+  nsbox_result_free (res);
   return r;
 }
 
@@ -480,6 +500,8 @@ cmd_run (int argc, char **argv)
   int ret = parse_args (&cli, argc, argv);
   cleanup_free struct setting *settings = cli.settings;
   cleanup_free const char **profiles = cli.profiles;
+  if (ret == 0)
+    ret = choose_format (&cli);
   if (ret != 0)
     return ret;
   if (!extra (&cli, OPT_SERVER) && (extra (&cli, OPT_PROFILE) || extra (&cli, OPT_TOKEN_FILE)))
