@@ -20,7 +20,8 @@
 # Environment: NSBOX_BUILD (default build), NSBOX_BIN (default
 # $NSBOX_BUILD/nsbox), NSBOX_TEST_ROOTFS (default tests/fixtures/rootfs.sh),
 # BENCH_N, BENCH_TOOLS (default "nsbox bwrap chroot floor").
-# Then tests/bench/runsc.sh: the runtime runsc rows; then tests/bench/pool.c:
+# Then tests/bench/capture.sh: the launcher's memory under an output flood;
+# tests/bench/runsc.sh: the runtime runsc rows; then tests/bench/pool.c:
 # the warm pool's rows.
 set -euo pipefail
 
@@ -309,6 +310,11 @@ if "nsbox" in medians:
 
 sys.exit(1 if failed else 0)
 PY
+
+# The launcher's peak RSS under a 1 GB output flood, head-tail and head,
+# against print(1) in the same run (tests/bench/capture.sh).
+echo
+NSBOX_BIN="$nsbox" NSBOX_TEST_ROOTFS="$rootfs" "$here/capture.sh" || status=$?
 
 # runtime runsc: nsbox --runtime runsc against raw `runsc run` on the same
 # bundle (skipped with a note when runsc is not installed).
