@@ -31,7 +31,6 @@ struct nsbox_config
   uint64_t cpus_milli;       /* CPU bandwidth in thousandths of a CPU, > 0 */
   uint64_t pids_limit;       /* > 0 */
   uint64_t max_output_bytes; /* per stream */
-  enum nsbox_capture_mode output_capture;
   uint64_t tmp_size_bytes;   /* > 0 */
   char *network;             /* "none" */
   uid_t uid;                 /* inside the sandbox */
@@ -40,6 +39,7 @@ struct nsbox_config
   size_t env_len;
   char **command; /* NULL-terminated argv */
   size_t command_len;
+  enum nsbox_capture_mode output_capture;
   bool strict;
   char *seccomp_policy; /* path of a policy YAML; NULL: the built-in one */
   enum nsbox_pull_policy pull;

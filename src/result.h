@@ -26,7 +26,7 @@ struct nsbox_result
   uint64_t duration_ms;
   uint64_t cpu_ms;
   uint64_t memory_peak_bytes;
-  uint64_t timeout_ms;         /* the limits in force for this run */
+  uint64_t timeout_ms; /* the limits in force for this run */
   uint64_t memory_limit_bytes;
   enum nsbox_mechanism limits[NSBOX_LIMIT_COUNT_];
   const char *runtime; /* static string */

@@ -600,9 +600,8 @@ run_cold (const nsbox_config *c, const char *code, size_t code_len, nsbox_result
   int ret = nsbox_launch_start (c, &launch, err);
   if (ret >= 0)
     {
-      struct nsbox_dispatch d = { code,           code_len,          c->timeout_ms,
-                                  c->max_output_bytes, -1,       false,
-                                  c->output_capture,   c->memory_bytes };
+      struct nsbox_dispatch d = { code, code_len, c->timeout_ms,     c->max_output_bytes,
+                                  -1,   false,    c->output_capture, c->memory_bytes };
       ret = nsbox_launch_finish (launch, &d, res, err);
     }
   if (ret < 0)

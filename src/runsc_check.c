@@ -124,8 +124,8 @@ self_check (const struct nsbox_config *c)
   if (r >= 0)
     {
       struct nsbox_dispatch d
-          = { NULL,  0,     check_config.timeout_ms, check_config.max_output_bytes,
-              -1,    false, check_config.output_capture, check_config.memory_bytes };
+          = { NULL, 0,     check_config.timeout_ms,     check_config.max_output_bytes,
+              -1,   false, check_config.output_capture, check_config.memory_bytes };
       r = nsbox_runsc_finish (job, &child, &streams, &none, &d, res, &err);
     }
   bool ok = r >= 0 && !res->timed_out && res->exit_code == 0;

@@ -86,7 +86,7 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
   for (size_t b = 0; b < sizeof bools / sizeof bools[0]; b++)
     RUN_ASSERT (&out, json_is_boolean (json_object_get (json, bools[b])), "%s type", bools[b]);
   static const char *const ints[]
-      = { "stdout_omitted_bytes", "stderr_omitted_bytes", "duration_ms", "cpu_ms",
+      = { "stdout_omitted_bytes", "stderr_omitted_bytes", "duration_ms",       "cpu_ms",
           "memory_peak_bytes",    "timeout_ms",           "memory_limit_bytes" };
   for (size_t n = 0; n < sizeof ints / sizeof ints[0]; n++)
     RUN_ASSERT (&out,

@@ -59,7 +59,9 @@ MODE_TEST (capture, a_flood_then_an_exception_keeps_the_traceback_and_counts_the
   run_mode (*mode, quiet, args, &ref);
   size_t tb_len = 0;
   const char *tb = run_stderr (&ref, &tb_len);
-  RUN_ASSERT (&ref, strstr (tb, "ValueError: boom at the very end\n") && !run_json_bool (&ref, "stderr_truncated"),
+  RUN_ASSERT (&ref,
+              strstr (tb, "ValueError: boom at the very end\n")
+                  && !run_json_bool (&ref, "stderr_truncated"),
               "expected the whole traceback without a flood");
 
   run_mode (*mode, loud, args, &out);
@@ -77,8 +79,8 @@ MODE_TEST (capture, a_flood_then_an_exception_keeps_the_traceback_and_counts_the
   RUN_ASSERT (&out, run_json_bool (&out, "stderr_truncated"), "expected stderr_truncated");
   RUN_ASSERT (&out, kept == 65536, "expected the cap's 65536 bytes kept, got %llu", kept);
   RUN_ASSERT (&out, (unsigned long long)omitted == written - kept && stated == written - kept,
-              "omitted %lld (marker: %llu), expected %llu written less %llu kept", omitted,
-              stated, written, kept);
+              "omitted %lld (marker: %llu), expected %llu written less %llu kept", omitted, stated,
+              written, kept);
   RUN_ASSERT (&out, run_json_int (&out, "stdout_omitted_bytes") == 0, "stdout lost nothing");
   run_out_free (&ref);
   run_out_free (&out);
@@ -97,7 +99,8 @@ MODE_TEST (capture, head_mode_keeps_only_the_start, .timeout = 120)
   size_t len = 0;
   const char *err = run_stderr (&out, &len);
   RUN_ASSERT (&out, len == 65536 && strspn (err, "x") == len, "expected the first 65536 bytes");
-  RUN_ASSERT (&out, (unsigned long long)run_json_int (&out, "stderr_omitted_bytes") > 2ull * MIB - len,
+  RUN_ASSERT (&out,
+              (unsigned long long)run_json_int (&out, "stderr_omitted_bytes") > 2ull * MIB - len,
               "expected the rest counted as omitted");
   run_out_free (&out);
   free (loud);
@@ -134,8 +137,10 @@ MODE_TEST (capture, no_character_is_split_at_either_seam, .timeout = 60)
     same = same && s[head + marker_len + i] == stream_byte (written - tail + i, written);
   RUN_ASSERT (&out, same, "the head and the tail must be the stream's own start and end");
   RUN_ASSERT (&out, head >= 501 - 3 && tail >= 500 - 3, "at most a character less per side");
-  RUN_ASSERT (&out, (unsigned long long)run_json_int (&out, "stdout_omitted_bytes") == written - head - tail
-                        && stated == written - head - tail,
+  RUN_ASSERT (&out,
+              (unsigned long long)run_json_int (&out, "stdout_omitted_bytes")
+                      == written - head - tail
+                  && stated == written - head - tail,
               "omitted must be the %llu bytes written less the %zu kept", written, head + tail);
   run_out_free (&out);
 }
@@ -170,9 +175,10 @@ Test (capture, format_text_names_the_timeout_in_force, .timeout = 60)
   unsigned long ms = strtoul (timeout, NULL, 10);
   char shown[32];
   snprintf (shown, sizeof shown, ms % 1000 ? "%lums" : "%lus", ms % 1000 ? ms : ms / 1000);
-  snprintf (expected, sizeof expected,
-            "exit code: 137\ntimed out after %s\n--- stdout ---\nstarted\n--- stderr ---\n(empty)\n",
-            shown);
+  snprintf (
+      expected, sizeof expected,
+      "exit code: 137\ntimed out after %s\n--- stdout ---\nstarted\n--- stderr ---\n(empty)\n",
+      shown);
   expect_text (&out, 124, expected);
   run_out_free (&out);
 }
@@ -220,7 +226,8 @@ Test (capture, format_text_through_the_server_is_the_local_text, .timeout = 300)
       struct run_job job;
       run_nsbox_spawn ("run", false, args, false, &job);
       run_cli_wait (&job, codes[i], strlen (codes[i]), &served);
-      RUN_ASSERT (&served, served.exit_status == local.exit_status && strcmp (served.out, local.out) == 0,
+      RUN_ASSERT (&served,
+                  served.exit_status == local.exit_status && strcmp (served.out, local.out) == 0,
                   "code %zu: through the server (status %d):\n%s\nlocally (status %d):\n%s", i,
                   served.exit_status, served.out, local.exit_status, local.out);
       RUN_ASSERT (&served, strncmp (served.out, "exit code: ", 11) == 0, "expected the text");

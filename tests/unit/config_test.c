@@ -261,9 +261,9 @@ Test (config, cpus_parse_to_thousandths, .timeout = 5)
 Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
 {
   static const char *const names[] = {
-    "image",   "rootfs",         "runtime",  "timeout", "memory",         "cpus",
-    "pids-limit", "max-output-bytes", "output-capture", "tmp-size", "network", "user",
-    "env",     "command",        "strict",   "seccomp-policy", "pull", "store",
+    "image",      "rootfs",           "runtime",        "timeout",        "memory",  "cpus",
+    "pids-limit", "max-output-bytes", "output-capture", "tmp-size",       "network", "user",
+    "env",        "command",          "strict",         "seccomp-policy", "pull",    "store",
   };
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   size_t count = 0;
