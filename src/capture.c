@@ -221,17 +221,12 @@ nsbox_capture_finish (struct nsbox_capture *c, struct nsbox_captured *out)
       out->len = c->head_len;
       out->omitted = c->total - c->head_len;
     }
-  out->buf = c->buf;
-  c->buf = NULL;
-  c->alloc = 0;
-}
-
-void
-nsbox_capture_release (struct nsbox_capture *c)
-{
+  /* What the buffer holds past the text (the ring's old place, the bytes
+   * dropped at a seam) is wiped now: nsbox_result_free wipes only the
+   * text, and a pooled sandbox's init is a copy of this process. */
   if (c->buf)
-    explicit_bzero (c->buf, c->alloc);
-  free (c->buf);
+    explicit_bzero (c->buf + out->len, c->alloc - out->len);
+  out->buf = c->buf;
   c->buf = NULL;
   c->alloc = 0;
 }

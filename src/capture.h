@@ -52,7 +52,5 @@ struct nsbox_captured
  * after the head and the marker, with no character cut at either seam
  * (see README.md, "Head and tail"). */
 void nsbox_capture_finish (struct nsbox_capture *c, struct nsbox_captured *out) NSBOX_INTERNAL;
-/* Wipes and frees what a capture holds (after a failure). */
-void nsbox_capture_release (struct nsbox_capture *c) NSBOX_INTERNAL;
 
 #endif
