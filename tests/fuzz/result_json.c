@@ -1,10 +1,13 @@
 /* Fuzz target: nsbox_result_to_json with arbitrary bytes as stdout and
  * stderr. The output must always parse as JSON; output that is valid UTF-8
- * must come back byte for byte, anything else with U+FFFD in it.
+ * must come back byte for byte, anything else with U+FFFD in it. The text
+ * form (nsbox_result_to_text) must be valid UTF-8, and the result rebuilt
+ * from the JSON (nsbox_result_from_json) must encode to the same JSON.
  *
  * Input: a 16-byte header (exit code, signal, flags, limit mechanisms,
  * counters; missing bytes read as zero), then one byte that splits the rest
  * into stdout and stderr. */
+#include <signal.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -94,6 +97,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     .duration_ms = counter,
     .cpu_ms = ~counter,
     .memory_peak_bytes = counter >> 1,
+    .stdout_omitted = counter >> 2,
+    .stderr_omitted = counter >> 3,
+    .timeout_ms = counter >> 4,
+    .memory_limit_bytes = counter >> 5,
   };
   uint16_t mechanisms = (uint16_t)(header_byte (data, size, 6) << 8 | header_byte (data, size, 7));
   for (unsigned i = 0; i < NSBOX_LIMIT_COUNT_; i++)
@@ -129,6 +136,31 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
               "duration_ms is negative");
   check_stream (parsed, "stdout", result.stdout_buf, result.stdout_len);
   check_stream (parsed, "stderr", result.stderr_buf, result.stderr_len);
+
+  /* The text form is valid UTF-8 (json_string checks it). */
+  char *as_text = nsbox_result_to_text (&result, &err);
+  FUZZ_CHECK (as_text, "nsbox_result_to_text failed: %s", nsbox_error_message (err));
+  json_t *text_value = json_string (as_text);
+  FUZZ_CHECK (text_value, "the text form is not valid UTF-8");
+  json_decref (text_value);
+  free (as_text);
+
+  /* Rebuilt from its JSON (what `run --server` does), the result encodes to
+   * the same JSON, where the JSON can say it: a runtime, a signal with a
+   * name, counters that were not clamped. */
+  bool representable = result.runtime && result.signal >= 0 && result.signal <= SIGRTMAX
+                       && counter <= INT64_MAX && ~counter <= INT64_MAX;
+  nsbox_result *back = NULL;
+  int r = nsbox_result_from_json (text, strlen (text), &back, &err);
+  if (representable)
+    {
+      FUZZ_CHECK (r == 0, "nsbox_result_from_json failed: %s", nsbox_error_message (err));
+      char *again = nsbox_result_to_json (back, &err);
+      FUZZ_CHECK (again && strcmp (again, text) == 0, "the rebuilt result encodes differently");
+      free (again);
+    }
+  nsbox_result_free (back);
+  nsbox_error_free (err);
 
   json_decref (parsed);
   free (text);
