@@ -239,3 +239,36 @@ Test (capture, format_text_through_the_server_is_the_local_text, .timeout = 300)
   cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "nsbox serve: %s", log);
   free (log);
 }
+
+/* The limits in force reach the result on every path: a cold run (CLI and
+ * library), and a pool's warm run with and without its own timeout. */
+MODE_TEST (capture, the_result_carries_the_timeout_and_memory_limit_in_force, .timeout = 60)
+{
+  const char *const args[] = { "--timeout", "7s", "--memory", "100m", NULL };
+  struct run_out out;
+  run_mode (*mode, "print(1)\n", args, &out);
+  RUN_ASSERT (&out, run_json_int (&out, "timeout_ms") == 7000, "expected timeout_ms 7000");
+  RUN_ASSERT (&out, run_json_int (&out, "memory_limit_bytes") == 100ll << 20,
+              "expected memory_limit_bytes of 100m");
+  run_out_free (&out);
+}
+
+Test (capture, a_pooled_run_carries_its_own_timeout, .timeout = 120)
+{
+  const char *const args[] = { "--timeout", "7s", "--memory", "100m", NULL };
+  struct pool_job job;
+  pool_start (args, 1, &job);
+  const char *const own[] = { "timeout", "2s", NULL };
+  struct run_out with, without;
+  cr_assert (pool_wait_ready (&job, 1), "no entry became ready");
+  pool_run (&job, "print(1)\n", own, &with);
+  cr_assert (pool_wait_ready (&job, 1), "no entry became ready");
+  pool_run (&job, "print(1)\n", NULL, &without);
+  RUN_ASSERT (&with, strcmp (run_json_str (&with, "served", NULL), "warm") == 0, "served warm");
+  RUN_ASSERT (&with, run_json_int (&with, "timeout_ms") == 2000, "expected the run's 2s");
+  RUN_ASSERT (&with, run_json_int (&with, "memory_limit_bytes") == 100ll << 20, "expected 100m");
+  RUN_ASSERT (&without, run_json_int (&without, "timeout_ms") == 7000, "expected the pool's 7s");
+  run_out_free (&with);
+  run_out_free (&without);
+  pool_stop (&job);
+}
