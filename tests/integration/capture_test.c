@@ -272,3 +272,23 @@ Test (capture, a_pooled_run_carries_its_own_timeout, .timeout = 120)
   run_out_free (&without);
   pool_stop (&job);
 }
+
+Test (capture, a_bad_format_or_a_conflict_with_json_is_refused, .timeout = 30)
+{
+  static const char *const bad_format[] = { "--format", "xml", NULL };
+  static const char *const conflict[] = { "--json", "--format", "text", NULL };
+  static const char *const bad_capture[] = { "--output-capture", "tail", NULL };
+  static const char *const needles_format[] = { "--format", "'xml'", "plain, json or text", NULL };
+  static const char *const needles_conflict[] = { "--json", "--format text", NULL };
+  static const char *const needles_capture[]
+      = { "output-capture", "'tail'", "head or head-tail", NULL };
+  const char *const *const args[] = { bad_format, conflict, bad_capture };
+  const char *const *const needles[] = { needles_format, needles_conflict, needles_capture };
+  for (size_t i = 0; i < 3; i++)
+    {
+      struct run_out out;
+      run_cli_text ("print(1)\n", 9, args[i], &out);
+      assert_refused (&out, needles[i]);
+      run_out_free (&out);
+    }
+}
