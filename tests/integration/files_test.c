@@ -243,13 +243,14 @@ Test (files, bad_inputs_are_refused_before_any_sandbox, .timeout = 60)
   struct
   {
     const char *spec, *second, *needle;
+    bool named; /* wrong as written: refused before the runtime is looked at */
   } cases[] = {
-    { missing, NULL, "No such file or directory" },
-    { dir, NULL, "is not a regular file" },
-    { fifo, NULL, "is not a regular file" },
-    { big, NULL, "64 MiB" },
-    { ok_bad, NULL, "is not allowed in /mnt/in" },
-    { ok, ok_dup, "two inputs are named 'ok'" },
+    { missing, NULL, "No such file or directory", false },
+    { dir, NULL, "is not a regular file", false },
+    { fifo, NULL, "is not a regular file", false },
+    { big, NULL, "64 MiB", false },
+    { ok_bad, NULL, "is not allowed in /mnt/in", true },
+    { ok, ok_dup, "two inputs are named 'ok'", true },
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     {
@@ -258,8 +259,9 @@ Test (files, bad_inputs_are_refused_before_any_sandbox, .timeout = 60)
       struct run_out out;
       run_cli ("print(1)\n", 9, args, &out);
       const char *needles[] = { cases[i].needle, NULL };
-      /* runsc refuses every input first. */
-      assert_refused (&out, harness_is_runsc () ? runsc_refuses_inputs : needles);
+      /* runsc refuses every input before opening it. */
+      assert_refused (&out,
+                      harness_is_runsc () && !cases[i].named ? runsc_refuses_inputs : needles);
       RUN_ASSERT (&out, out.seconds < harness_scaled (5), "a refusal must not wait (a FIFO)");
       run_out_free (&out);
     }
