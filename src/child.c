@@ -57,23 +57,26 @@ nsbox_child_set_report_fd (int fd)
 /* Puts stdin/stdout/stderr, the report pipe and the sync channel (in that
  * order in `from`) at fixed numbers, the extra fds after them, and closes
  * every other inherited fd, whatever its CLOEXEC flag. Every fd is first
- * copied out of the way (the extras above any number placed), so no
- * placement can close an fd not yet placed. */
+ * copied above any number placed, extras first, so no placement can close
+ * an fd not yet placed. */
 static void
 place_fds (const int from[5], const int *extra, int n_extra)
 {
   int high[5], high_extra[NSBOX_CHILD_EXTRA_MAX];
   if (n_extra < 0 || n_extra > NSBOX_CHILD_EXTRA_MAX)
     nsbox_child_fail (NSBOX_STEP_FDS, EINVAL, NULL);
+  /* Above every number placed: a launcher's NOFILE limit of a few hundred
+   * is enough. */
+  int above = NSBOX_CHILD_FIRST_FREE_FD + n_extra > 16 ? NSBOX_CHILD_FIRST_FREE_FD + n_extra : 16;
   for (int i = 0; i < n_extra; i++)
     {
-      high_extra[i] = fcntl (extra[i], F_DUPFD_CLOEXEC, 256);
+      high_extra[i] = fcntl (extra[i], F_DUPFD_CLOEXEC, above);
       if (high_extra[i] < 0)
         nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
     }
   for (int i = 0; i < 5; i++)
     {
-      high[i] = fcntl (from[i], F_DUPFD_CLOEXEC, 16);
+      high[i] = fcntl (from[i], F_DUPFD_CLOEXEC, above);
       if (high[i] < 0)
         nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
     }

@@ -377,13 +377,12 @@ report (const struct cli *cli, const nsbox_config *config, const nsbox_result *r
       return exit_status (&v);
     }
   /* What /tmp/out held and output-dir did not get; control characters of
-   * a name shown as '?'. */
+   * a name shown as '?' (nsbox_printable). */
   for (size_t i = 0; i < nsbox_result_refused_count (res); i++)
     {
-      fputs ("nsbox: not collected: ", stderr);
-      for (const char *c = nsbox_result_refused_name (res, i); *c; c++)
-        fputc ((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c, stderr);
-      fprintf (stderr, " (%s)\n", nsbox_result_refused_reason (res, i));
+      cleanup_free char *name = nsbox_printable (nsbox_result_refused_name (res, i));
+      cleanup_free char *why = nsbox_printable (nsbox_result_refused_reason (res, i));
+      fprintf (stderr, "nsbox: not collected: %s (%s)\n", name ? name : "?", why ? why : "?");
     }
   return show (&v, config);
 }
@@ -574,6 +573,17 @@ static int
 add_profile (struct nsbox_serve_profile *profiles, size_t *n, const char *name,
              nsbox_config *config)
 {
+  /* Every client's run would read the server's files or write into the
+   * server's directory, with no per-client bound. */
+  cleanup_free char *inputs = nsbox_config_get (config, "inputs", NULL);
+  cleanup_free char *output_dir = nsbox_config_get (config, "output-dir", NULL);
+  if ((inputs && strcmp (inputs, "[]") != 0) || (output_dir && *output_dir))
+    {
+      nsbox_config_free (config);
+      return fail ("profile '%s' sets %s: a server does not share the host's files with its "
+                   "clients",
+                   name, output_dir && *output_dir ? "output-dir" : "inputs");
+    }
   if (*n >= NSBOX_SERVE_MAX_PROFILES)
     {
       nsbox_config_free (config);

@@ -318,8 +318,7 @@ nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct 
       const char *kind = fstatat (tmp_fd, "out", &st, AT_SYMLINK_NOFOLLOW) == 0
                              ? kind_refused (st.st_mode)
                              : NULL;
-      snprintf (reason, sizeof reason, "not collected: /tmp/out is %s",
-                kind ? kind : strerror (e));
+      snprintf (reason, sizeof reason, "not collected: /tmp/out is %s", kind ? kind : strerror (e));
       return append_refusal (res, "/tmp/out", reason) < 0 ? nsbox_error_oom (err) : 0;
     }
   cleanup_strv char **names = NULL;

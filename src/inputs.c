@@ -64,7 +64,8 @@ nsbox_file_name_valid (const char *name, size_t len, const char **why)
       size_t n = utf8_sequence ((const unsigned char *)name + i, len - i);
       if (c == '/' || c == ':')
         w = "it holds a '/' or ':'";
-      else if (c < 0x20 || c == 0x7f)
+      else if (c < 0x20 || c == 0x7f
+               || (c == 0xc2 && i + 1 < len && (unsigned char)name[i + 1] <= 0x9f))
         w = "it holds a control character";
       else if (n == 0)
         w = "it is not valid UTF-8";

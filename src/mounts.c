@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <sys/stat.h>
@@ -108,6 +109,17 @@ send_tmp (void)
   cm->cmsg_type = SCM_RIGHTS;
   cm->cmsg_len = CMSG_LEN (sizeof (int));
   memcpy (CMSG_DATA (cm), &fd, sizeof fd);
+  /* The kernel refuses to pass an fd when the sending user already has more
+   * in flight than the sender's soft NOFILE limit, and every sandbox of a
+   * launcher's user shares that count: a program holding thousands in
+   * flight (up to its own limit, 4096, plus one message) must not stop
+   * other sandboxes from starting. init's limits are set again later. */
+  struct rlimit nofile;
+  if (getrlimit (RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max)
+    {
+      nofile.rlim_cur = nofile.rlim_max;
+      setrlimit (RLIMIT_NOFILE, &nofile);
+    }
   ssize_t n;
   do
     n = sendmsg (NSBOX_CHILD_SYNC_FD, &msg, MSG_NOSIGNAL);

@@ -55,6 +55,10 @@ struct nsbox_result
  * invalid sequences become U+FFFD, NUL bytes are kept (hence *out_len). */
 int nsbox_utf8_sanitize (const char *in, size_t len, char **out, size_t *out_len) NSBOX_INTERNAL;
 
+/* `text` on one line of a terminal: valid UTF-8, every C0 and C1 control
+ * character and DEL as '?'. Caller frees; NULL when out of memory. */
+char *nsbox_printable (const char *text) NSBOX_INTERNAL;
+
 /* "SIGKILL", "SIGRTMIN+2", "SIG99": the name the JSON result gives. */
 void nsbox_signal_name (int sig, char *name, size_t size) NSBOX_INTERNAL;
 

@@ -71,17 +71,38 @@ write_stream (FILE *f, const char *name, const char *bytes, size_t len)
   return 0;
 }
 
-/* A name from /tmp/out on one line: valid UTF-8, control characters as
- * '?' (a refused name may hold a newline). */
+char *
+nsbox_printable (const char *text)
+{
+  char *out = NULL;
+  size_t len = 0;
+  if (nsbox_utf8_sanitize (text, strlen (text), &out, &len) < 0)
+    return NULL;
+  size_t j = 0;
+  for (size_t i = 0; i < len; i++)
+    {
+      unsigned char c = (unsigned char)out[i];
+      /* C1 controls are U+0080..U+009F: 0xc2 0x80..0x9f in UTF-8. */
+      if (c == 0xc2 && i + 1 < len && (unsigned char)out[i + 1] <= 0x9f)
+        {
+          out[j++] = '?';
+          i++;
+        }
+      else
+        out[j++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+  out[j] = '\0';
+  return out;
+}
+
+/* A name from /tmp/out on one line (a refused name may hold a newline). */
 static int
 write_name (FILE *f, const char *name)
 {
-  cleanup_free char *text = NULL;
-  size_t len = 0;
-  if (nsbox_utf8_sanitize (name, strlen (name), &text, &len) < 0)
+  cleanup_free char *text = nsbox_printable (name);
+  if (!text)
     return -ENOMEM;
-  for (size_t i = 0; i < len; i++)
-    fputc ((unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i], f);
+  fputs (text, f);
   return 0;
 }
 

@@ -431,10 +431,22 @@ receive_tmp_fd (int sync_fd)
     return -1;
   struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
   if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS
-      || cm->cmsg_len != CMSG_LEN (sizeof (int)))
+      || cm->cmsg_len < CMSG_LEN (sizeof (int)))
     return -1;
   int fd;
   memcpy (&fd, CMSG_DATA (cm), sizeof fd);
+  /* One fd is all init sends; close any other that came along. */
+  for (size_t i = 1; i < (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int); i++)
+    {
+      int extra;
+      memcpy (&extra, CMSG_DATA (cm) + i * sizeof (int), sizeof extra);
+      close (extra);
+    }
+  if (cm->cmsg_len != CMSG_LEN (sizeof (int)))
+    {
+      close (fd);
+      return -1;
+    }
   if (tag != 't' || (msg.msg_flags & MSG_CTRUNC))
     {
       close (fd);

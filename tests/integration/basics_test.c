@@ -59,7 +59,9 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
                                       "memory_limit_bytes",
                                       "limits",
                                       "runtime",
-                                      "served" };
+                                      "served",
+                                      "files",
+                                      "files_refused" };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
   static const char *const mechanisms[] = { "none", "rlimit", "cgroup1", "cgroup2", "tmpfs" };
   struct run_out out;
@@ -94,6 +96,12 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
                     && json_integer_value (json_object_get (json, ints[n])) >= 0,
                 "%s must be a non-negative integer", ints[n]);
   RUN_ASSERT (&out, json_is_string (json_object_get (json, "stdout")), "stdout type");
+  static const char *const lists[] = { "files", "files_refused" };
+  for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++)
+    RUN_ASSERT (&out,
+                json_is_array (json_object_get (json, lists[l]))
+                    && json_array_size (json_object_get (json, lists[l])) == 0,
+                "%s must be an empty array without output-dir", lists[l]);
   RUN_ASSERT (&out, json_is_string (json_object_get (json, "stderr")), "stderr type");
   json_t *limits = json_object_get (json, "limits");
   RUN_ASSERT (&out, json_is_object (limits) && json_object_size (limits) == 4,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -21,8 +22,8 @@
 
 #define MIB (1u << 20)
 
-static const char *const runsc_refuses_inputs[] = { "inputs are not available with runtime runsc",
-                                                    NULL };
+static const char *const runsc_refuses_inputs[]
+    = { "inputs are not available with runtime runsc", NULL };
 static const char *const runsc_refuses_output[]
     = { "output-dir is not available with runtime runsc", NULL };
 
@@ -191,21 +192,22 @@ MODE_TEST (files, an_input_is_readable_read_only_and_its_host_file_unchanged, .t
   cr_assert (stat (host, &before) == 0);
   char spec[256];
   snprintf (spec, sizeof spec, "%s:data.csv", host);
-  const char *code = ("import os, errno\n"
-            "print(open('/mnt/in/data.csv').read(), end='')\n"
-            "for what, f in [('write', lambda: open('/mnt/in/data.csv', 'a')),\n"
-            "                ('create', lambda: open('/mnt/in/new', 'w')),\n"
-            "                ('chmod', lambda: os.chmod('/mnt/in/data.csv', 0o666)),\n"
-            "                ('unlink', lambda: os.unlink('/mnt/in/data.csv')),\n"
-            "                ('rename', lambda: os.rename('/mnt/in/data.csv', '/mnt/in/x'))]:\n"
-            "    try:\n"
-            "        f()\n"
-            "        print(what, 'succeeded')\n"
-            "    except OSError as e:\n"
-            "        print(what, errno.errorcode[e.errno])\n"
-            "print(sorted(os.listdir('/mnt/in')))\n"
-            "print('host path seen' if '/nsbox-test-' in open('/proc/self/mountinfo').read() "
-            "else 'no host path')\n");
+  const char *code
+      = ("import os, errno\n"
+         "print(open('/mnt/in/data.csv').read(), end='')\n"
+         "for what, f in [('write', lambda: open('/mnt/in/data.csv', 'a')),\n"
+         "                ('create', lambda: open('/mnt/in/new', 'w')),\n"
+         "                ('chmod', lambda: os.chmod('/mnt/in/data.csv', 0o666)),\n"
+         "                ('unlink', lambda: os.unlink('/mnt/in/data.csv')),\n"
+         "                ('rename', lambda: os.rename('/mnt/in/data.csv', '/mnt/in/x'))]:\n"
+         "    try:\n"
+         "        f()\n"
+         "        print(what, 'succeeded')\n"
+         "    except OSError as e:\n"
+         "        print(what, errno.errorcode[e.errno])\n"
+         "print(sorted(os.listdir('/mnt/in')))\n"
+         "print('host path seen' if '/nsbox-test-' in open('/proc/self/mountinfo').read() "
+         "else 'no host path')\n");
   const char *const args[] = { "--inputs", spec, NULL };
   struct run_out out;
   run_mode (*mode, code, args, &out);
@@ -220,7 +222,8 @@ MODE_TEST (files, an_input_is_readable_read_only_and_its_host_file_unchanged, .t
   cr_assert (now && len == sizeof content - 1 && memcmp (now, content, len) == 0,
              "the host file changed");
   cr_assert (stat (host, &after) == 0 && after.st_mtim.tv_sec == before.st_mtim.tv_sec
-                 && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec && after.st_mode == before.st_mode,
+                 && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec
+                 && after.st_mode == before.st_mode,
              "the host file was touched");
   free (now);
   remove_tree (dir);
@@ -254,8 +257,8 @@ Test (files, bad_inputs_are_refused_before_any_sandbox, .timeout = 60)
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     {
-      const char *const args[] = { "--input", cases[i].spec, cases[i].second ? "--input" : NULL,
-                                   cases[i].second, NULL };
+      const char *const args[]
+          = { "--input", cases[i].spec, cases[i].second ? "--input" : NULL, cases[i].second, NULL };
       struct run_out out;
       run_cli ("print(1)\n", 9, args, &out);
       const char *needles[] = { cases[i].needle, NULL };
@@ -330,22 +333,21 @@ MODE_TEST (files, links_and_special_files_are_refused_and_never_followed, .timeo
   cr_assert (mkdir (dir, 0755) == 0);
   if (harness_test_user ())
     cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
-  const char *code
-      = "import os, socket\n"
-        "os.chdir('/tmp/out')\n"
-        "open('ok.txt', 'w').write('fine')\n"
-        "os.symlink('/etc/shadow', 'shadow')\n"
-        "os.symlink('/proc/1/root/etc/passwd', 'proc_root')\n"
-        "os.symlink('/proc/self/root', 'self_root')\n"
-        "os.symlink('../../../../etc/hostname', 'dotdot')\n"
-        "open('/tmp/target', 'w').write('linked')\n"
-        "os.link('/tmp/target', 'hard')\n"
-        "os.mkfifo('fifo')\n"
-        "s = socket.socket(socket.AF_UNIX); s.bind('/tmp/out/sock')\n"
-        "os.mkdir('sub'); open('sub/inner.txt', 'w').write('in a subdirectory')\n"
-        "open('bad\\nname', 'w').write('x')\n"
-        "open('colon:name', 'w').write('x')\n"
-        "print('done')\n";
+  const char *code = "import os, socket\n"
+                     "os.chdir('/tmp/out')\n"
+                     "open('ok.txt', 'w').write('fine')\n"
+                     "os.symlink('/etc/shadow', 'shadow')\n"
+                     "os.symlink('/proc/1/root/etc/passwd', 'proc_root')\n"
+                     "os.symlink('/proc/self/root', 'self_root')\n"
+                     "os.symlink('../../../../etc/hostname', 'dotdot')\n"
+                     "open('/tmp/target', 'w').write('linked')\n"
+                     "os.link('/tmp/target', 'hard')\n"
+                     "os.mkfifo('fifo')\n"
+                     "s = socket.socket(socket.AF_UNIX); s.bind('/tmp/out/sock')\n"
+                     "os.mkdir('sub'); open('sub/inner.txt', 'w').write('in a subdirectory')\n"
+                     "open('bad\\nname', 'w').write('x')\n"
+                     "open('colon:name', 'w').write('x')\n"
+                     "print('done')\n";
   const char *const args[] = { "--output-dir", dir, NULL };
   struct run_out out;
   run_mode (*mode, code, args, &out);
@@ -557,8 +559,9 @@ MODE_TEST (files, a_file_still_growing_at_the_end_is_collected_whole, .timeout =
       json_t *f = result_file (&out, "grow.log");
       char hex[65];
       sha256_hex (bytes, len, hex);
-      RUN_ASSERT (&out, f && json_integer_value (json_object_get (f, "size")) == (json_int_t)len
-                            && strcmp (json_string_value (json_object_get (f, "sha256")), hex) == 0,
+      RUN_ASSERT (&out,
+                  f && json_integer_value (json_object_get (f, "size")) == (json_int_t)len
+                      && strcmp (json_string_value (json_object_get (f, "sha256")), hex) == 0,
                   "the result does not describe the %zu bytes collected", len);
       struct stat st;
       sleep_seconds (0.2);
@@ -640,6 +643,30 @@ Test (files, a_pooled_run_collects_warm_and_takes_inputs_cold, .timeout = 120)
   free (base);
 }
 
+Test (files, a_server_profile_may_not_share_the_hosts_files, .timeout = 60)
+{
+  char *dir = user_dir ();
+  char *input = path_in (dir, "secret");
+  write_file (input, "s", 1);
+  const char *const with_output[] = { "--output-dir", dir, NULL };
+  const char *const with_input[] = { "--input", input, NULL };
+  const char *const *cases[] = { with_output, with_input };
+  static const char *const needles[] = { "sets output-dir", "sets inputs" };
+  for (size_t i = 0; i < 2; i++)
+    {
+      struct run_job job;
+      struct run_out out;
+      run_nsbox_spawn ("serve", true, cases[i], false, &job);
+      run_cli_wait (&job, "", 0, &out);
+      RUN_ASSERT (&out, out.exit_status == 125 && strstr (out.err, needles[i]),
+                  "a server whose profile %s must refuse to start", needles[i]);
+      run_out_free (&out);
+    }
+  remove_tree (dir);
+  free (input);
+  free (dir);
+}
+
 Test (files, the_server_refuses_paths_from_its_clients, .timeout = 120)
 {
   struct serve_job s;
@@ -660,4 +687,81 @@ Test (files, the_server_refuses_paths_from_its_clients, .timeout = 120)
   char *log = NULL;
   serve_stop (&s, &log);
   free (log);
+}
+
+/* init passes its /tmp to the launcher with SCM_RIGHTS, which the kernel
+ * refuses once the sending user has more fds in flight than the sender's
+ * soft NOFILE limit; every sandbox of one host user shares that count. A
+ * program holding thousands in flight must not stop another sandbox, whose
+ * launcher has the common soft limit of 1024, from starting. */
+Test (files, fds_held_in_flight_by_one_program_do_not_stop_another_sandbox, .timeout = 180)
+{
+  char timeout[32];
+  harness_scaled_duration (60, timeout, sizeof timeout);
+  char code[1024];
+  snprintf (code, sizeof code,
+            "import os, resource, socket, time\n"
+            "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\n"
+            "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+            "a.setblocking(False)\n"
+            "fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(200)]\n"
+            "n = 0\n"
+            "try:\n"
+            "    while n < 100000:\n"
+            "        socket.send_fds(a, [b'x'], fds)\n"
+            "        n += len(fds)\n"
+            "except OSError:\n"
+            "    pass\n"
+            "print(n, flush=True)\n"
+            "time.sleep(%.1f)\n",
+            harness_scaled (8));
+  const char *const args[] = { "--timeout", timeout, NULL };
+  struct run_job holder;
+  run_cli_spawn (args, true, &holder);
+  run_job_feed (&holder, code, strlen (code));
+  sleep_seconds (harness_scaled (3));
+
+  char *dir = user_dir ();
+  char *result = path_in (dir, "b.out");
+  pid_t pid = harness_fork_launcher ();
+  if (pid == 0)
+    {
+      struct rlimit nofile;
+      getrlimit (RLIMIT_NOFILE, &nofile);
+      nofile.rlim_cur = 1024;
+      setrlimit (RLIMIT_NOFILE, &nofile);
+      int in = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+      int out = open (result, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      int code_pipe[2];
+      if (in < 0 || out < 0 || pipe (code_pipe) < 0)
+        _exit (126);
+      if (write (code_pipe[1], "print('B ran')\n", 15) != 15)
+        _exit (126);
+      close (code_pipe[1]);
+      dup2 (code_pipe[0], 0);
+      dup2 (out, 1);
+      dup2 (out, 2);
+      execl (harness_nsbox_bin (), "nsbox", "run", "--rootfs", harness_rootfs (), "--runtime",
+             harness_runtime (), (char *)NULL);
+      _exit (127);
+    }
+  int status = 0;
+  cr_assert (waitpid (pid, &status, 0) == pid);
+  size_t len = 0;
+  char *said = read_file (result, &len);
+  struct run_out out;
+  run_cli_wait (&holder, NULL, 0, &out);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0 && said
+                 && strcmp (said, "B ran\n") == 0,
+             "a sandbox started while another held fds in flight failed (status %#x): %s", status,
+             said ? said : "(no output)");
+  /* The attack was real: far more in flight than B's launcher allows. */
+  if (!harness_is_runsc ())
+    RUN_ASSERT (&out, atol (run_stdout (&out, &len)) > 2048, "the holder queued too few fds");
+  free (said);
+  remove_tree (dir);
+  free (result);
+  free (dir);
+  run_out_free (&out);
 }

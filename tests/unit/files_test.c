@@ -31,6 +31,9 @@ Test (files, names_allowed_and_refused, .timeout = 5)
     { "tab\there", "it holds a control character" },
     { "nl\n", "it holds a control character" },
     { "del\x7f", "it holds a control character" },
+    { "csi\xc2\x9b"
+      "31m",
+      "it holds a control character" }, /* U+009B, a C1 control */
     { "\xff", "it is not valid UTF-8" },
     { "\xc0\xaf", "it is not valid UTF-8" },         /* overlong '/' */
     { "\xed\xa0\x80", "it is not valid UTF-8" },     /* a surrogate */
