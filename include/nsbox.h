@@ -39,8 +39,9 @@ extern "C"
 
   /* Configuration. Every key uses the one vocabulary shared with the YAML file,
    * the CLI flags and the JSON result: image, rootfs, pull, store, runtime,
-   * timeout, memory, cpus, pids-limit, max-output-bytes, tmp-size, network,
-   * user, env, command, strict, seccomp-policy. */
+   * timeout, memory, cpus, pids-limit, max-output-bytes, output-capture,
+   * tmp-size, network, user, env, command, inputs, output-dir, strict,
+   * seccomp-policy, pull, store. */
   typedef struct nsbox_config nsbox_config;
 
   /* A configuration holding the built-in defaults. */
@@ -48,6 +49,8 @@ extern "C"
   NSBOX_EXPORT void nsbox_config_free (nsbox_config *config);
 
   /* Sets one key from its textual form ("64m", "500ms", "0.5", "65534:65534").
+   * `inputs` takes "PATH[:NAME]" and adds one file (an empty value clears
+   * the list); `output-dir` names an existing directory (native runtime).
    * `env` takes "NAME=VALUE" and adds or replaces that variable; `command`
    * takes one argument and appends it (see nsbox_config_set_command to replace
    * the whole command). An unknown key or invalid value fails with -EINVAL and
@@ -149,6 +152,22 @@ extern "C"
    * every nsbox_run, and a pooled run that found no entry ready). */
   NSBOX_EXPORT bool nsbox_result_warm (const nsbox_result *result);
 
+  /* The files collected from /tmp/out into output-dir (sorted by name):
+   * how many, and each one's name (as written in output-dir), size in bytes
+   * and SHA-256 (64 lowercase hex digits). i out of range gives NULL or 0. */
+  NSBOX_EXPORT size_t nsbox_result_file_count (const nsbox_result *result);
+  NSBOX_EXPORT const char *nsbox_result_file_name (const nsbox_result *result, size_t i);
+  NSBOX_EXPORT uint64_t nsbox_result_file_size (const nsbox_result *result, size_t i);
+  NSBOX_EXPORT const char *nsbox_result_file_sha256 (const nsbox_result *result, size_t i);
+  /* What was left in /tmp/out and not collected, each with the reason ("a
+   * symbolic link", "a hard link (more than one name)", "already exists in
+   * output-dir", ...). A name starting with '/' ("/tmp/out", "/tmp/out/...")
+   * is about the directory or a summary, never a file. The name may hold
+   * any bytes but '/' and NUL. */
+  NSBOX_EXPORT size_t nsbox_result_refused_count (const nsbox_result *result);
+  NSBOX_EXPORT const char *nsbox_result_refused_name (const nsbox_result *result, size_t i);
+  NSBOX_EXPORT const char *nsbox_result_refused_reason (const nsbox_result *result, size_t i);
+
   /* "none", "rlimit", "cgroup1", "cgroup2", "tmpfs". */
   NSBOX_EXPORT const char *nsbox_mechanism_name (enum nsbox_mechanism mechanism);
 
@@ -199,8 +218,11 @@ extern "C"
                                    nsbox_pool **pool, struct nsbox_error **err);
 
   /* Per-run options for a pooled run: "timeout" and "max-output-bytes",
-   * which may only be lower than the pool's. Every other configuration key
-   * needs a different sandbox and is refused (-EINVAL). */
+   * which may only be lower than the pool's; "inputs" ("PATH[:NAME]", each
+   * call adds one; a run with inputs is served cold, as its sandbox needs
+   * them from its start) and "output-dir" (native runtime only). Every
+   * other configuration key needs a different sandbox and is refused
+   * (-EINVAL). */
   NSBOX_EXPORT nsbox_run_options *nsbox_run_options_new (struct nsbox_error **err);
   NSBOX_EXPORT int nsbox_run_options_set (nsbox_run_options *options, const char *key,
                                           const char *value, struct nsbox_error **err);

@@ -55,12 +55,22 @@ nsbox_child_set_report_fd (int fd)
 }
 
 /* Puts stdin/stdout/stderr, the report pipe and the sync channel (in that
- * order in `from`) at fixed numbers and closes every other inherited fd,
- * whatever its CLOEXEC flag. */
+ * order in `from`) at fixed numbers, the extra fds after them, and closes
+ * every other inherited fd, whatever its CLOEXEC flag. Every fd is first
+ * copied out of the way (the extras above any number placed), so no
+ * placement can close an fd not yet placed. */
 static void
-place_fds (const int from[5])
+place_fds (const int from[5], const int *extra, int n_extra)
 {
-  int high[5];
+  int high[5], high_extra[NSBOX_CHILD_EXTRA_MAX];
+  if (n_extra < 0 || n_extra > NSBOX_CHILD_EXTRA_MAX)
+    nsbox_child_fail (NSBOX_STEP_FDS, EINVAL, NULL);
+  for (int i = 0; i < n_extra; i++)
+    {
+      high_extra[i] = fcntl (extra[i], F_DUPFD_CLOEXEC, 256);
+      if (high_extra[i] < 0)
+        nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+    }
   for (int i = 0; i < 5; i++)
     {
       high[i] = fcntl (from[i], F_DUPFD_CLOEXEC, 16);
@@ -75,7 +85,10 @@ place_fds (const int from[5])
   child_report_fd = NSBOX_CHILD_REPORT_FD;
   if (dup3 (high[4], NSBOX_CHILD_SYNC_FD, O_CLOEXEC) < 0)
     nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
-  if (syscall (SYS_close_range, NSBOX_CHILD_FIRST_FREE_FD, ~0U, 0) < 0)
+  for (int i = 0; i < n_extra; i++)
+    if (dup3 (high_extra[i], NSBOX_CHILD_FIRST_FREE_FD + i, O_CLOEXEC) < 0)
+      nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+  if (syscall (SYS_close_range, NSBOX_CHILD_FIRST_FREE_FD + n_extra, ~0U, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
 }
 
@@ -93,10 +106,10 @@ read_sync_byte (void)
 }
 
 void
-nsbox_child_prologue (const int fds[5], bool caller_undumpable)
+nsbox_child_prologue (const int fds[5], const int *extra, int n_extra, bool caller_undumpable)
 {
   child_report_fd = fds[3];
-  place_fds (fds);
+  place_fds (fds, extra, n_extra);
   if (prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_PDEATHSIG, errno, NULL);
   /* A non-dumpable process's /proc/PID files belong to root: an

@@ -17,6 +17,7 @@ enum
   NSBOX_CHILD_REPORT_FD = 3,
   NSBOX_CHILD_SYNC_FD = 4,
   NSBOX_CHILD_FIRST_FREE_FD = 5,
+  NSBOX_CHILD_EXTRA_MAX = 64,
 };
 
 /* Reports a failed step to the parent (`detail`: a path, a name, or NULL)
@@ -33,8 +34,11 @@ void nsbox_child_set_report_fd (int fd) NSBOX_INTERNAL;
  * launcher's one byte on the sync channel (sent once it has written the id
  * maps), made dumpable meanwhile when the launcher is not (its /proc files
  * would belong to root otherwise). The sync channel stays open at
- * NSBOX_CHILD_SYNC_FD. Exits when the launcher died. */
-void nsbox_child_prologue (const int fds[5], bool caller_undumpable) NSBOX_INTERNAL;
+ * NSBOX_CHILD_SYNC_FD. The n_extra fds of `extra` (at most
+ * NSBOX_CHILD_EXTRA_MAX) are placed at NSBOX_CHILD_FIRST_FREE_FD and up,
+ * close-on-exec. Exits when the launcher died. */
+void nsbox_child_prologue (const int fds[5], const int *extra, int n_extra,
+                           bool caller_undumpable) NSBOX_INTERNAL;
 
 /* Sets the parent-death signal again after an id change (which cleared it)
  * and exits when the launcher died meanwhile. */

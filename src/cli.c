@@ -131,7 +131,8 @@ usage (FILE *out)
   for (const struct nsbox_key_info *k = nsbox_config_keys (); k->name; k++)
     {
       char flag[64];
-      snprintf (flag, sizeof flag, "--%s%s", k->name, k->is_boolean ? "" : " VALUE");
+      snprintf (flag, sizeof flag, "--%s%s", strcmp (k->name, "inputs") == 0 ? "input" : k->name,
+                k->is_boolean ? "" : " VALUE");
       fprintf (out, "  %-22s %s\n", flag, k->help);
     }
   fprintf (out, "\nexit status: the program's own; 124 timed out; 137 killed by the memory "
@@ -157,7 +158,7 @@ build_options (const struct cli *cli)
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   while (keys[n].name)
     n++;
-  struct option *opts = calloc (n + 4 + cli->n_extra, sizeof *opts);
+  struct option *opts = calloc (n + 5 + cli->n_extra, sizeof *opts);
   if (!opts)
     return NULL;
   for (size_t i = 0; i < n; i++)
@@ -169,6 +170,11 @@ build_options (const struct cli *cli)
   opts[n + 2] = (struct option){ "help", no_argument, NULL, OPT_HELP };
   for (size_t i = 0; i < cli->n_extra; i++)
     opts[n + 3 + i] = cli->extra[i];
+  /* --input PATH[:NAME] adds one entry to `inputs`. */
+  for (size_t i = 0; i < n; i++)
+    if (strcmp (keys[i].name, "inputs") == 0)
+      opts[n + 3 + cli->n_extra]
+          = (struct option){ "input", required_argument, NULL, OPT_KEY_BASE + (int)i };
   return opts;
 }
 
@@ -380,6 +386,15 @@ report (const struct cli *cli, const nsbox_config *config, const nsbox_result *r
       nsbox_write_all (STDOUT_FILENO, "\n", 1);
       return exit_status (&v);
     }
+  /* What /tmp/out held and output-dir did not get; control characters of
+   * a name shown as '?'. */
+  for (size_t i = 0; i < nsbox_result_refused_count (res); i++)
+    {
+      fputs ("nsbox: not collected: ", stderr);
+      for (const char *c = nsbox_result_refused_name (res, i); *c; c++)
+        fputc ((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c, stderr);
+      fprintf (stderr, " (%s)\n", nsbox_result_refused_reason (res, i));
+    }
   return show (&v, config);
 }
 
@@ -486,6 +501,11 @@ run_on_server (const struct cli *cli, const char *code, size_t len)
     return fail ("a command (-- COMMAND) cannot be sent to a server: its profile sets it");
   if (cli->config_file)
     return fail ("--config cannot be sent to a server: its profiles set the configuration");
+  for (size_t i = 0; i < cli->nsettings; i++)
+    if (strcmp (cli->settings[i].key, "inputs") == 0
+        || strcmp (cli->settings[i].key, "output-dir") == 0)
+      return fail ("--%s cannot be sent to a server: it names files on this machine",
+                   strcmp (cli->settings[i].key, "inputs") == 0 ? "input" : "output-dir");
   cleanup_free char *token = NULL;
   if (extra (cli, OPT_TOKEN_FILE) && read_token_file (extra (cli, OPT_TOKEN_FILE), &token) != 0)
     return EXIT_NSBOX_FAILED;

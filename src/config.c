@@ -26,6 +26,7 @@
 
 #include "config_keys.h"
 #include "error.h"
+#include "files.h"
 #include "util.h"
 
 #define TIMEOUT_MAX_MS (24ULL * 60 * 60 * 1000)
@@ -412,6 +413,54 @@ get_command (const nsbox_config *config)
   return format_string_list (config->command, config->command_len);
 }
 
+/* `inputs` through the setter adds one "PATH[:NAME]"; an empty value
+ * clears the list. */
+static int
+set_inputs (nsbox_config *config, const struct config_key *key, const char *value,
+            struct nsbox_error **err)
+{
+  if (*value == '\0')
+    {
+      nsbox_strv_free (TAKE_PTR (config->inputs));
+      config->inputs_len = 0;
+      return 0;
+    }
+  if (config->inputs_len >= NSBOX_INPUTS_MAX)
+    return nsbox_error_set (err, EINVAL, "too many entries in '%s' (at most %d)", key->name,
+                            NSBOX_INPUTS_MAX);
+  cleanup_free char *path = NULL, *name = NULL;
+  int r = nsbox_input_spec_parse (value, &path, &name, err);
+  if (r < 0)
+    return r;
+  for (size_t i = 0; i < config->inputs_len; i++)
+    if (strcmp (strrchr (config->inputs[i], ':') + 1, name) == 0)
+      return nsbox_error_set (err, EINVAL, "two inputs are named '%s' (give another as PATH:NAME)",
+                              name);
+  if (nsbox_strv_append (&config->inputs, &config->inputs_len, xasprintf ("%s:%s", path, name)) < 0)
+    return nsbox_error_oom (err);
+  return 0;
+}
+
+static char *
+get_inputs (const nsbox_config *config)
+{
+  return format_string_list (config->inputs, config->inputs_len);
+}
+
+static int
+set_output_dir (nsbox_config *config, const struct config_key *key, const char *value,
+                struct nsbox_error **err)
+{
+  (void)key;
+  return replace_string (&config->output_dir, value, true, err);
+}
+
+static char *
+get_output_dir (const nsbox_config *config)
+{
+  return strdup (config->output_dir ? config->output_dir : "");
+}
+
 static int
 set_strict (nsbox_config *config, const struct config_key *key, const char *value,
             struct nsbox_error **err)
@@ -522,6 +571,12 @@ get_store (const nsbox_config *config)
      "NAME=VALUE with a name of letters, digits and underscores not starting with a digit")        \
   X (command, "command", KEY_REPEATABLE, nsbox_config_load_command,                                \
      "argument appended to the command, repeatable (default python -)", "an argument")             \
+  X (inputs, "inputs", KEY_REPEATABLE | KEY_NULLABLE, nsbox_config_load_list,                      \
+     "PATH[:NAME]: a file copied read-only to /mnt/in/NAME, repeatable (flag --input)",            \
+     "PATH or PATH:NAME, NAME without '/', ':' or control characters")                             \
+  X (output_dir, "output-dir", KEY_NULLABLE, nsbox_config_load_scalar,                             \
+     "directory that receives the files the program leaves in /tmp/out (default unset)",           \
+     "a directory")                                                                                \
   X (strict, "strict", KEY_BOOLEAN, nsbox_config_load_scalar,                                      \
      "refuse to run when a limit cannot be enforced (default false)",                              \
      "true, false, yes, no, 1 or 0")                                                               \
@@ -586,6 +641,8 @@ nsbox_config_free (nsbox_config *config)
   free (config->network);
   nsbox_strv_free (config->env);
   nsbox_strv_free (config->command);
+  nsbox_strv_free (config->inputs);
+  free (config->output_dir);
   free (config->seccomp_policy);
   free (config->store);
   nsbox_strv_free (config->base_env);
@@ -671,6 +728,11 @@ nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
   copy->network = strdup_or_null (config->network, &failed);
   copy->seccomp_policy = strdup_or_null (config->seccomp_policy, &failed);
   copy->store = strdup_or_null (config->store, &failed);
+  copy->output_dir = strdup_or_null (config->output_dir, &failed);
+  copy->inputs = NULL;
+  if (config->inputs
+      && !(copy->inputs = nsbox_strv_dup ((const char *const *)config->inputs, config->inputs_len)))
+    failed = true;
   copy->base_env = NULL;
   if (config->base_env
       && !(copy->base_env

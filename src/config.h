@@ -39,6 +39,9 @@ struct nsbox_config
   size_t env_len;
   char **command; /* NULL-terminated argv */
   size_t command_len;
+  char **inputs; /* "PATH:NAME" (NAME always given), unique names */
+  size_t inputs_len;
+  char *output_dir; /* where files left in /tmp/out go, or NULL */
   enum nsbox_capture_mode output_capture;
   bool strict;
   char *seccomp_policy; /* path of a policy YAML; NULL: the built-in one */

@@ -60,6 +60,10 @@ int nsbox_config_load_scalar (struct config_loader *loader, const struct config_
                               yaml_event_t *value) NSBOX_INTERNAL;
 int nsbox_config_load_env (struct config_loader *loader, const struct config_key *key,
                            yaml_event_t *value) NSBOX_INTERNAL;
+/* A list of strings (or one string) applied one by one, like repeated
+ * flags; a null clears the key. */
+int nsbox_config_load_list (struct config_loader *loader, const struct config_key *key,
+                            yaml_event_t *value) NSBOX_INTERNAL;
 int nsbox_config_load_command (struct config_loader *loader, const struct config_key *key,
                                yaml_event_t *value) NSBOX_INTERNAL;
 

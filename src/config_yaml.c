@@ -284,6 +284,35 @@ nsbox_config_load_env (struct config_loader *loader, const struct config_key *ke
   return wrong_type (loader, value, key->name, "a mapping or a list");
 }
 
+/* inputs: a list of strings, one string, or null (clears the list). */
+int
+nsbox_config_load_list (struct config_loader *loader, const struct config_key *key,
+                        yaml_event_t *value)
+{
+  if (value->type == YAML_SCALAR_EVENT)
+    return nsbox_config_load_scalar (loader, key, value);
+  if (value->type != YAML_SEQUENCE_START_EVENT)
+    return wrong_type (loader, value, key->name, "a list of strings");
+  for (;;)
+    {
+      cleanup_yaml_event yaml_event_t item = { 0 };
+      const char *text = NULL;
+      int r = next_event (loader, &item);
+      if (r < 0)
+        return r;
+      if (item.type == YAML_SEQUENCE_END_EVENT)
+        return 0;
+      if (item.type != YAML_SCALAR_EVENT || is_null_scalar (&item))
+        return wrong_type (loader, &item, key->name, "strings");
+      if ((r = scalar_text (loader, &item, &text)) < 0)
+        return r;
+      if (!text || *text == '\0')
+        return fail_at (loader, &item.start_mark, xasprintf ("empty entry in '%s'", key->name));
+      if ((r = apply_at (loader, &item.start_mark, key, text)) < 0)
+        return r;
+    }
+}
+
 static int
 set_command_at (struct config_loader *loader, const yaml_mark_t *mark, const char *const *argv,
                 size_t argc)

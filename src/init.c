@@ -206,7 +206,7 @@ nsbox_child_main (const struct nsbox_plan *plan)
   wipe_launcher_strings (plan);
   const int fds[5]
       = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd, plan->sync_fd };
-  nsbox_child_prologue (fds, plan->caller_undumpable);
+  nsbox_child_prologue (fds, plan->inputs.fds, plan->inputs.n, plan->caller_undumpable);
   nsbox_mounts_bind_root (plan);
   nsbox_userns_become (plan->uid, plan->gid, plan->may_setgroups);
   nsbox_child_rearm_parent_death ();

@@ -50,6 +50,14 @@ enum nsbox_launch_state nsbox_launch_probe (struct nsbox_launch *launch) NSBOX_I
  * accounting, or the process tree in /proc), or UINT64_MAX when unknown. */
 uint64_t nsbox_launch_cpu_usec (struct nsbox_launch *launch) NSBOX_INTERNAL;
 
+/* The runtime a sandbox of `config` uses: auto resolved. */
+enum nsbox_runtime nsbox_launch_resolve_runtime (const nsbox_config *config) NSBOX_INTERNAL;
+
+/* Whether inputs (config) and an output directory (output_dir) are
+ * available with `runtime`: 0, or -EINVAL saying why not (runsc). */
+int nsbox_launch_check_files (const nsbox_config *config, enum nsbox_runtime runtime,
+                              bool output_dir, struct nsbox_error **err) NSBOX_INTERNAL;
+
 /* The runtime the sandbox really uses ("native" or "runsc"). */
 const char *nsbox_launch_runtime (const struct nsbox_launch *launch) NSBOX_INTERNAL;
 

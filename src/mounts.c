@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "files.h"
 #include "sandbox.h"
 
 /* Writes "a" + "b" into buf; truncation is impossible for our fixed paths
@@ -76,11 +78,51 @@ setup_rootfs (const char *root)
     nsbox_child_fail (NSBOX_STEP_BIND_ROOTFS, errno, root);
 }
 
+/* The launcher collects the files a program leaves in /tmp/out after the
+ * run, when every process here is gone and the mount namespace with them:
+ * an fd of the tmpfs, sent now on the sync channel, keeps it for that. */
+static void
+send_tmp (void)
+{
+  if (mkdir ("tmp/out", 0755) < 0)
+    nsbox_child_fail (NSBOX_STEP_TMP_OUT, errno, "/tmp/out");
+  int fd = open ("tmp", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    nsbox_child_fail (NSBOX_STEP_TMP_OUT, errno, "/tmp");
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int))];
+    struct cmsghdr align;
+  } control;
+  memset (&control, 0, sizeof control);
+  char tag = 't';
+  struct iovec iov = { &tag, 1 };
+  struct msghdr msg;
+  memset (&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN (sizeof (int));
+  memcpy (CMSG_DATA (cm), &fd, sizeof fd);
+  ssize_t n;
+  do
+    n = sendmsg (NSBOX_CHILD_SYNC_FD, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != 1)
+    nsbox_child_fail (NSBOX_STEP_TMP_OUT, n < 0 ? errno : EPROTO, "/tmp");
+  close (fd);
+}
+
 static void
 setup_tmp (const struct nsbox_plan *plan)
 {
   must_mount (NSBOX_STEP_MOUNT_TMP, "/tmp", "tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV,
               plan->tmp_options);
+  send_tmp ();
 }
 
 static const char *const dev_nodes[] = { "null", "zero", "full", "random", "urandom" };
@@ -228,6 +270,7 @@ void
 nsbox_mounts_setup (const struct nsbox_plan *plan)
 {
   setup_tmp (plan);
+  nsbox_inputs_place (&plan->inputs, NSBOX_CHILD_FIRST_FREE_FD);
   setup_dev (plan);
   setup_proc ();
   enter_root (plan->rootfs);

@@ -32,6 +32,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "files.h"
 #include "image.h"
 #include "launch.h"
 #include "pool.h"
@@ -67,6 +68,9 @@ struct nsbox_run_options
   uint64_t max_output_bytes; /* UINT64_MAX: the pool's */
   int cancel_fd;             /* nsbox_run_options_set_cancel_fd, or -1 */
   bool cancel_on_half_close;
+  char **inputs; /* "PATH:NAME": the run is served cold with them */
+  size_t inputs_len;
+  char *output_dir; /* NULL: the pool's */
 };
 
 struct entry
@@ -271,7 +275,28 @@ nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd, bool half_c
 void
 nsbox_run_options_free (nsbox_run_options *options)
 {
+  if (!options)
+    return;
+  nsbox_strv_free (options->inputs);
+  free (options->output_dir);
   free (options);
+}
+
+static int
+add_input (nsbox_run_options *o, const char *value, struct nsbox_error **err)
+{
+  if (o->inputs_len >= NSBOX_INPUTS_MAX)
+    return nsbox_error_set (err, EINVAL, "too many inputs (at most %d)", NSBOX_INPUTS_MAX);
+  cleanup_free char *path = NULL, *name = NULL;
+  int r = nsbox_input_spec_parse (value, &path, &name, err);
+  if (r < 0)
+    return r;
+  for (size_t i = 0; i < o->inputs_len; i++)
+    if (strcmp (strrchr (o->inputs[i], ':') + 1, name) == 0)
+      return nsbox_error_set (err, EINVAL, "two inputs are named '%s'", name);
+  if (nsbox_strv_append (&o->inputs, &o->inputs_len, xasprintf ("%s:%s", path, name)) < 0)
+    return nsbox_error_oom (err);
+  return 0;
 }
 
 int
@@ -301,13 +326,28 @@ nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
       o->max_output_bytes = v;
       return 0;
     }
+  if (strcmp (key, "inputs") == 0)
+    return add_input (o, value, err);
+  if (strcmp (key, "output-dir") == 0)
+    {
+      if (!*value)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '' for key 'output-dir': expected "
+                                "a directory");
+      char *copy = strdup (value);
+      if (!copy)
+        return nsbox_error_oom (err);
+      free (o->output_dir);
+      o->output_dir = copy;
+      return 0;
+    }
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   for (size_t i = 0; keys[i].name; i++)
     if (strcmp (keys[i].name, key) == 0)
       return nsbox_error_set (err, EINVAL,
                               "key '%s' cannot be set per run: it needs a different "
-                              "sandbox (a run takes only timeout and max-output-bytes; "
-                              "configure '%s' on the pool or run it without one)",
+                              "sandbox (a run takes only timeout, max-output-bytes, inputs and "
+                              "output-dir; configure '%s' on the pool or run it without one)",
                               key, key);
   return nsbox_error_set (err, EINVAL, "unknown key '%s'", key);
 }
@@ -543,6 +583,10 @@ nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options, n
 {
   if (!config || !out)
     return nsbox_error_set (err, EINVAL, "nsbox_pool_new: invalid arguments");
+  int files = nsbox_launch_check_files (config, nsbox_launch_resolve_runtime (config),
+                                        config->output_dir != NULL, err);
+  if (files < 0)
+    return files;
   struct nsbox_pool *p = calloc (1, sizeof *p);
   if (!p)
     return nsbox_error_oom (err);
@@ -721,11 +765,37 @@ effective_limits (nsbox_pool *p, const nsbox_run_options *options, uint64_t *tim
   return 0;
 }
 
+/* Inputs and an output directory need the native runtime. */
+static int
+check_files (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
+{
+  if (!options || (!options->inputs_len && !options->output_dir))
+    return 0;
+  nsbox_config view = *p->config;
+  view.inputs_len = options->inputs_len;
+  return nsbox_launch_check_files (&view, nsbox_launch_resolve_runtime (p->config),
+                                   options->output_dir != NULL, err);
+}
+
 int
 nsbox_pool_check_options (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
 {
   uint64_t t, m;
-  return effective_limits (p, options, &t, &m, err);
+  int r = effective_limits (p, options, &t, &m, err);
+  return r < 0 ? r : check_files (p, options, err);
+}
+
+/* The pool's configuration with the run's inputs added, for a cold run. */
+static nsbox_config *
+config_with_inputs (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
+{
+  cleanup_config nsbox_config *c = nsbox_config_dup (p->config, err);
+  if (!c)
+    return NULL;
+  for (size_t i = 0; i < options->inputs_len; i++)
+    if (nsbox_config_set (c, "inputs", options->inputs[i], err) < 0)
+      return NULL;
+  return TAKE_PTR (c);
 }
 
 int
@@ -745,16 +815,29 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
     return nsbox_error_set (err, EINVAL, "nsbox_pool_run: invalid arguments");
   uint64_t timeout_ms, max_output;
   int r = effective_limits (p, options, &timeout_ms, &max_output, err);
-  if (r < 0)
+  if (r < 0 || (r = check_files (p, options, err)) < 0)
     return r;
-  struct nsbox_dispatch d = { code,
-                              code_len,
-                              timeout_ms,
-                              max_output,
-                              options ? options->cancel_fd : -1,
-                              options && options->cancel_on_half_close,
-                              p->config->output_capture,
-                              p->config->memory_bytes };
+  const char *output_dir
+      = options && options->output_dir ? options->output_dir : p->config->output_dir;
+  cleanup_close int output_dir_fd = -1;
+  if (output_dir && (r = nsbox_output_dir_open (output_dir, &output_dir_fd, err)) < 0)
+    return r;
+  /* Inputs are placed while a sandbox is built: a run with its own is
+   * served cold. */
+  cleanup_config nsbox_config *cold_config = NULL;
+  if (options && options->inputs_len && !(cold_config = config_with_inputs (p, options, err)))
+    return -EINVAL;
+  struct nsbox_dispatch d = {
+    .code = code,
+    .code_len = code_len,
+    .timeout_ms = timeout_ms,
+    .max_output_bytes = max_output,
+    .cancel_fd = options ? options->cancel_fd : -1,
+    .cancel_on_half_close = options && options->cancel_on_half_close,
+    .capture = p->config->output_capture,
+    .memory_bytes = p->config->memory_bytes,
+    .output_dir_fd = output_dir_fd,
+  };
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);
@@ -764,7 +847,7 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
   bool foreign = p->foreign;
   pthread_mutex_unlock (&p->lock);
   /* A forked copy serves cold: its entries are the parent's. */
-  struct entry *e = foreign ? NULL : take_entry (p, &cpu_at_dispatch);
+  struct entry *e = foreign || cold_config ? NULL : take_entry (p, &cpu_at_dispatch);
   *warm = e != NULL;
   if (e)
     {
@@ -778,7 +861,7 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
   else
     {
       struct nsbox_launch *launch = NULL;
-      r = nsbox_launch_start (p->config, &launch, err);
+      r = nsbox_launch_start (cold_config ? cold_config : p->config, &launch, err);
       if (r >= 0)
         r = nsbox_launch_finish (launch, &d, res, err);
     }

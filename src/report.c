@@ -44,6 +44,8 @@ static const char *const step_names[NSBOX_STEP_COUNT_] = {
   [NSBOX_STEP_EXEC] = "execute",
   [NSBOX_STEP_WAIT] = "wait for the program",
   [NSBOX_STEP_READ_FILTER] = "read seccomp filter",
+  [NSBOX_STEP_INPUTS] = "place the inputs in",
+  [NSBOX_STEP_TMP_OUT] = "prepare",
 };
 
 const char *

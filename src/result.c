@@ -26,6 +26,15 @@ nsbox_result_free (nsbox_result *result)
     explicit_bzero (result->stderr_buf, result->stderr_len);
   free (result->stdout_buf);
   free (result->stderr_buf);
+  for (size_t i = 0; i < result->n_files; i++)
+    free (result->files[i].name);
+  free (result->files);
+  for (size_t i = 0; i < result->n_refused; i++)
+    {
+      free (result->refused[i].name);
+      free (result->refused[i].reason);
+    }
+  free (result->refused);
   free (result);
 }
 
@@ -151,6 +160,48 @@ const char *
 nsbox_result_runtime (const nsbox_result *result)
 {
   return result ? result->runtime : NULL;
+}
+
+size_t
+nsbox_result_file_count (const nsbox_result *result)
+{
+  return result ? result->n_files : 0;
+}
+
+const char *
+nsbox_result_file_name (const nsbox_result *result, size_t i)
+{
+  return result && i < result->n_files ? result->files[i].name : NULL;
+}
+
+uint64_t
+nsbox_result_file_size (const nsbox_result *result, size_t i)
+{
+  return result && i < result->n_files ? result->files[i].size : 0;
+}
+
+const char *
+nsbox_result_file_sha256 (const nsbox_result *result, size_t i)
+{
+  return result && i < result->n_files ? result->files[i].sha256 : NULL;
+}
+
+size_t
+nsbox_result_refused_count (const nsbox_result *result)
+{
+  return result ? result->n_refused : 0;
+}
+
+const char *
+nsbox_result_refused_name (const nsbox_result *result, size_t i)
+{
+  return result && i < result->n_refused ? result->refused[i].name : NULL;
+}
+
+const char *
+nsbox_result_refused_reason (const nsbox_result *result, size_t i)
+{
+  return result && i < result->n_refused ? result->refused[i].reason : NULL;
 }
 
 static const char *const mechanism_names[] = {
@@ -360,6 +411,51 @@ limits_value (const nsbox_result *result)
   return limits;
 }
 
+/* A name as the JSON shows it: valid UTF-8 (the entries a program left in
+ * /tmp/out may have any bytes). */
+static json_t *
+name_value (const char *name)
+{
+  return stream_value (name, strlen (name));
+}
+
+static json_t *
+files_value (const nsbox_result *result)
+{
+  json_t *files = json_array ();
+  for (size_t i = 0; files && i < result->n_files; i++)
+    {
+      json_t *f = json_object ();
+      if (!f || json_array_append_new (files, f) < 0
+          || object_add (f, "name", name_value (result->files[i].name)) < 0
+          || object_add (f, "size", counter_value (result->files[i].size)) < 0
+          || object_add (f, "sha256", json_string (result->files[i].sha256)) < 0)
+        {
+          json_decref (files);
+          return NULL;
+        }
+    }
+  return files;
+}
+
+static json_t *
+refused_value (const nsbox_result *result)
+{
+  json_t *refused = json_array ();
+  for (size_t i = 0; refused && i < result->n_refused; i++)
+    {
+      json_t *f = json_object ();
+      if (!f || json_array_append_new (refused, f) < 0
+          || object_add (f, "name", name_value (result->refused[i].name)) < 0
+          || object_add (f, "reason", name_value (result->refused[i].reason)) < 0)
+        {
+          json_decref (refused);
+          return NULL;
+        }
+    }
+  return refused;
+}
+
 /* The key order is part of the documented format, so members are added in
  * that order and dumped with JSON_PRESERVE_ORDER. */
 static json_t *
@@ -390,7 +486,9 @@ result_value (const nsbox_result *result)
       || object_add (object, "memory_limit_bytes", counter_value (result->memory_limit_bytes)) < 0
       || object_add (object, "limits", limits_value (result)) < 0
       || object_add (object, "runtime", runtime ? json_string (runtime) : json_null ()) < 0
-      || object_add (object, "served", json_string (result->warm ? "warm" : "cold")) < 0)
+      || object_add (object, "served", json_string (result->warm ? "warm" : "cold")) < 0
+      || object_add (object, "files", files_value (result)) < 0
+      || object_add (object, "files_refused", refused_value (result)) < 0)
     return NULL;
   return TAKE_PTR (object);
 }

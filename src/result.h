@@ -9,6 +9,20 @@
 #include "util.h"
 #include "nsbox.h"
 
+/* A file collected from /tmp/out, and an entry that was not. */
+struct nsbox_result_file
+{
+  char *name;
+  uint64_t size;
+  char sha256[65]; /* lowercase hex */
+};
+
+struct nsbox_result_refusal
+{
+  char *name;
+  char *reason;
+};
+
 struct nsbox_result
 {
   int exit_code; /* status, or 128+signal */
@@ -29,8 +43,12 @@ struct nsbox_result
   uint64_t timeout_ms; /* the limits in force for this run */
   uint64_t memory_limit_bytes;
   enum nsbox_mechanism limits[NSBOX_LIMIT_COUNT_];
-  const char *runtime; /* static string */
-  bool warm;           /* served by a pooled sandbox started ahead of time */
+  const char *runtime;             /* static string */
+  bool warm;                       /* served by a pooled sandbox started ahead of time */
+  struct nsbox_result_file *files; /* collected into output-dir, by name */
+  size_t n_files;
+  struct nsbox_result_refusal *refused;
+  size_t n_refused;
 };
 
 /* Copies `len` bytes as valid UTF-8 into a new NUL-terminated buffer:

@@ -97,6 +97,48 @@ get_limits (json_t *o, nsbox_result *r)
   return 0;
 }
 
+/* files and files_refused: optional arrays of objects. */
+static int
+get_files (json_t *o, nsbox_result *r, struct nsbox_error **err)
+{
+  json_t *files = json_object_get (o, "files"), *refused = json_object_get (o, "files_refused");
+  if ((files && !json_is_array (files)) || (refused && !json_is_array (refused)))
+    return bad (err, files && !json_is_array (files) ? "files" : "files_refused", "an array");
+  size_t nf = json_array_size (files), nr = json_array_size (refused);
+  r->files = nf ? calloc (nf, sizeof *r->files) : NULL;
+  r->refused = nr ? calloc (nr, sizeof *r->refused) : NULL;
+  if ((nf && !r->files) || (nr && !r->refused))
+    return nsbox_error_oom (err);
+  for (size_t i = 0; i < nf; i++)
+    {
+      json_t *f = json_array_get (files, i), *size = json_object_get (f, "size");
+      const char *name = json_string_value (json_object_get (f, "name"));
+      const char *sha = json_string_value (json_object_get (f, "sha256"));
+      if (!name || !sha || strlen (sha) != 64 || !json_is_integer (size)
+          || json_integer_value (size) < 0)
+        return bad (err, "files", "a list of {name, size, sha256}");
+      if (!(r->files[i].name = strdup (name)))
+        return nsbox_error_oom (err);
+      r->n_files++;
+      r->files[i].size = (uint64_t)json_integer_value (size);
+      memcpy (r->files[i].sha256, sha, 65);
+    }
+  for (size_t i = 0; i < nr; i++)
+    {
+      json_t *f = json_array_get (refused, i);
+      const char *name = json_string_value (json_object_get (f, "name"));
+      const char *reason = json_string_value (json_object_get (f, "reason"));
+      if (!name || !reason)
+        return bad (err, "files_refused", "a list of {name, reason}");
+      r->refused[i].name = strdup (name);
+      r->refused[i].reason = strdup (reason);
+      r->n_refused++;
+      if (!r->refused[i].name || !r->refused[i].reason)
+        return nsbox_error_oom (err);
+    }
+  return 0;
+}
+
 static int
 fill (json_t *o, nsbox_result *r, struct nsbox_error **err)
 {
@@ -122,7 +164,8 @@ fill (json_t *o, nsbox_result *r, struct nsbox_error **err)
       || (ret = get_counter (o, "cpu_ms", &r->cpu_ms, err)) < 0
       || (ret = get_counter (o, "memory_peak_bytes", &r->memory_peak_bytes, err)) < 0
       || (ret = get_counter (o, "timeout_ms", &r->timeout_ms, err)) < 0
-      || (ret = get_counter (o, "memory_limit_bytes", &r->memory_limit_bytes, err)) < 0)
+      || (ret = get_counter (o, "memory_limit_bytes", &r->memory_limit_bytes, err)) < 0
+      || (ret = get_files (o, r, err)) < 0)
     return ret;
   return get_limits (o, r);
 }

@@ -71,6 +71,45 @@ write_stream (FILE *f, const char *name, const char *bytes, size_t len)
   return 0;
 }
 
+/* A name from /tmp/out on one line: valid UTF-8, control characters as
+ * '?' (a refused name may hold a newline). */
+static int
+write_name (FILE *f, const char *name)
+{
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  if (nsbox_utf8_sanitize (name, strlen (name), &text, &len) < 0)
+    return -ENOMEM;
+  for (size_t i = 0; i < len; i++)
+    fputc ((unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i], f);
+  return 0;
+}
+
+/* The files collected from /tmp/out, then what was not and why. */
+static int
+write_files (FILE *f, const nsbox_result *r)
+{
+  for (size_t i = 0; i < r->n_files; i++)
+    {
+      fputs ("file: /tmp/out/", f);
+      if (write_name (f, r->files[i].name) < 0)
+        return -ENOMEM;
+      fprintf (f, " (%" PRIu64 " bytes)\n", r->files[i].size);
+    }
+  for (size_t i = 0; i < r->n_refused; i++)
+    {
+      const char *name = r->refused[i].name;
+      fputs (name[0] == '/' ? "file not collected: " : "file not collected: /tmp/out/", f);
+      if (write_name (f, name) < 0)
+        return -ENOMEM;
+      fputs (" (", f);
+      if (write_name (f, r->refused[i].reason) < 0)
+        return -ENOMEM;
+      fputs (")\n", f);
+    }
+  return 0;
+}
+
 static int
 write_text (FILE *f, const nsbox_result *r)
 {
@@ -85,7 +124,7 @@ write_text (FILE *f, const nsbox_result *r)
     fprintf (f, "output truncated: %" PRIu64 " bytes omitted from stdout\n", r->stdout_omitted);
   if (r->stderr_truncated)
     fprintf (f, "output truncated: %" PRIu64 " bytes omitted from stderr\n", r->stderr_omitted);
-  if ((ret = write_stream (f, "stdout", out, out_len)) < 0)
+  if ((ret = write_files (f, r)) < 0 || (ret = write_stream (f, "stdout", out, out_len)) < 0)
     return ret;
   return write_stream (f, "stderr", errs, err_len);
 }

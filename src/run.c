@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "files.h"
 #include "image.h"
 #include "launch.h"
 #include "limit.h"
@@ -47,6 +48,7 @@ struct nsbox_launch
   struct nsbox_image image; /* held while the image runs: no gc under it */
   bool own_bpf;
   struct nsbox_pipes pipes;
+  int sync_fd; /* native: the launcher's end, where init's /tmp fd waits */
   enum nsbox_runtime runtime;
   struct nsbox_runsc_job *job; /* runsc */
   struct nsbox_child child;
@@ -90,8 +92,8 @@ launches_child (void)
 {
   for (struct nsbox_launch *r = launches; r; r = r->next)
     {
-      int *fds[] = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd,
-                     &r->streams.report_fd, &r->child.pidfd };
+      int *fds[] = { &r->streams.stdin_fd,  &r->streams.stdout_fd, &r->streams.stderr_fd,
+                     &r->streams.report_fd, &r->child.pidfd,       &r->sync_fd };
       for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
         if (*fds[i] >= 0)
           close (TAKE_FD (*fds[i]));
@@ -158,19 +160,22 @@ launch_release (struct nsbox_launch *r)
   free (r->envp);
   nsbox_image_release (&r->image);
   nsbox_pipes_close (&r->pipes);
+  nsbox_inputs_close (&r->plan.inputs);
+  if (r->sync_fd >= 0)
+    close (r->sync_fd);
   free (r);
 }
 
 static int
-check_rootfs (struct nsbox_launch *r, const char *rootfs, struct nsbox_error **err)
+check_rootfs (struct nsbox_launch *r, const char *rootfs, bool inputs, struct nsbox_error **err)
 {
   r->rootfs = realpath (rootfs, NULL);
   if (!r->rootfs)
     return nsbox_error_sys (err, errno, "rootfs '%s'", rootfs);
   if (strlen (r->rootfs) > PATH_MAX / 2)
     return nsbox_error_set (err, ENAMETOOLONG, "rootfs path '%s' is too long", r->rootfs);
-  static const char *const needed[] = { "", "/tmp", "/proc", "/dev" };
-  for (size_t i = 0; i < ARRAY_SIZE (needed); i++)
+  static const char *const needed[] = { "", "/tmp", "/proc", "/dev", "/mnt" };
+  for (size_t i = 0; i < ARRAY_SIZE (needed) - (inputs ? 0 : 1); i++)
     {
       char path[PATH_MAX + 16];
       struct stat st;
@@ -291,8 +296,9 @@ prepare_plan (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox
   /* `image`: resolved through the store, pulled per `pull`. */
   if (!c->rootfs && (ret = nsbox_image_hold (c->store, c->image, c->pull, &r->image, err)) < 0)
     return ret;
-  ret = check_rootfs (r, c->rootfs ? c->rootfs : r->image.rootfs, err);
-  if (ret < 0 || (ret = build_env (r, c, err)) < 0 || (ret = prepare_filter (r, c, err)) < 0)
+  ret = check_rootfs (r, c->rootfs ? c->rootfs : r->image.rootfs, c->inputs_len > 0, err);
+  if (ret < 0 || (ret = build_env (r, c, err)) < 0 || (ret = prepare_filter (r, c, err)) < 0
+      || (ret = nsbox_inputs_open (c->inputs, c->inputs_len, &r->plan.inputs, err)) < 0)
     return ret;
   r->plan.argv = c->command;
   locate_launcher_strings (&r->plan);
@@ -354,9 +360,11 @@ start_native (struct nsbox_launch *r, const nsbox_config *limits_c, struct nsbox
   if ((ret = nsbox_spawn (&spawn, &r->child, err)) < 0)
     return ret;
   nsbox_pipes_close_child_ends (&r->pipes);
-  cleanup_close int sync_fd = TAKE_FD (r->pipes.fds[2 * NSBOX_CHANNEL_SYNC + 1]);
+  /* The child has its copies of the inputs. */
+  nsbox_inputs_close (&r->plan.inputs);
+  r->sync_fd = TAKE_FD (r->pipes.fds[2 * NSBOX_CHANNEL_SYNC + 1]);
   if ((ret = nsbox_limits_attach (&r->limits, limits_c, &r->plan, err)) < 0
-      || (ret = nsbox_spawn_send_limits (sync_fd, &r->plan, err)) < 0)
+      || (ret = nsbox_spawn_send_limits (r->sync_fd, &r->plan, err)) < 0)
     {
       nsbox_spawn_abort (&r->child);
       return ret;
@@ -375,6 +383,77 @@ close_streams (struct nsbox_streams *s)
       close (TAKE_FD (*fds[i]));
 }
 
+enum nsbox_runtime
+nsbox_launch_resolve_runtime (const nsbox_config *c)
+{
+  if (c->runtime == NSBOX_RUNTIME_AUTO)
+    return nsbox_runsc_usable (c) ? NSBOX_RUNTIME_RUNSC : NSBOX_RUNTIME_NATIVE;
+  return c->runtime;
+}
+
+static int
+refuse_output_dir (struct nsbox_error **err)
+{
+  return nsbox_error_set (err, EINVAL,
+                          "output-dir is not available with runtime runsc (the sandbox's /tmp "
+                          "lives inside gVisor, out of the launcher's reach)");
+}
+
+int
+nsbox_launch_check_files (const nsbox_config *c, enum nsbox_runtime runtime, bool output_dir,
+                          struct nsbox_error **err)
+{
+  if (runtime != NSBOX_RUNTIME_RUNSC)
+    return 0;
+  if (c->inputs_len > 0)
+    return nsbox_error_set (err, EINVAL,
+                            "inputs are not available with runtime runsc (only the native "
+                            "runtime places them in /mnt/in)");
+  return output_dir ? refuse_output_dir (err) : 0;
+}
+
+/* The fd of the sandbox's /tmp that init sent while it built its mounts,
+ * or -1. */
+static int
+receive_tmp_fd (int sync_fd)
+{
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int))];
+    struct cmsghdr align;
+  } control;
+  char tag = 0;
+  struct iovec iov = { &tag, 1 };
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  if (sync_fd < 0 || recvmsg (sync_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+    return -1;
+  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
+  if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS
+      || cm->cmsg_len != CMSG_LEN (sizeof (int)))
+    return -1;
+  int fd;
+  memcpy (&fd, CMSG_DATA (cm), sizeof fd);
+  if (tag != 't' || (msg.msg_flags & MSG_CTRUNC))
+    {
+      close (fd);
+      return -1;
+    }
+  return fd;
+}
+
+/* After the run, when nothing of the sandbox is left running. */
+static int
+collect_outputs (struct nsbox_launch *r, const struct nsbox_dispatch *d, struct nsbox_result *res,
+                 struct nsbox_error **err)
+{
+  cleanup_close int tmp_fd = receive_tmp_fd (r->sync_fd);
+  if (tmp_fd < 0)
+    return nsbox_error_set (err, EPROTO, "collect outputs: the sandbox's /tmp did not arrive");
+  return nsbox_collect_outputs (tmp_fd, d->output_dir_fd, res, err);
+}
+
 int
 nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsbox_error **err)
 {
@@ -385,14 +464,18 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
   if (!r)
     return nsbox_error_oom (err);
   r->image.lock_fd = -1;
+  r->sync_fd = -1;
   r->child = (struct nsbox_child){ -1, -1 };
   r->streams = (struct nsbox_streams){ -1, -1, -1, -1 };
   nsbox_limits_init (&r->limits);
   nsbox_pipes_init (&r->pipes);
   launch_register (r);
-  r->runtime = c->runtime;
-  if (r->runtime == NSBOX_RUNTIME_AUTO)
-    r->runtime = nsbox_runsc_usable (c) ? NSBOX_RUNTIME_RUNSC : NSBOX_RUNTIME_NATIVE;
+  r->runtime = nsbox_launch_resolve_runtime (c);
+  if ((ret = nsbox_launch_check_files (c, r->runtime, c->output_dir != NULL, err)) < 0)
+    {
+      launch_release (r);
+      return ret;
+    }
   struct nsbox_config limits_view = *c;
   if (r->runtime == NSBOX_RUNTIME_RUNSC)
     nsbox_runsc_host_limits (&limits_view);
@@ -422,12 +505,19 @@ nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
                               "this sandbox was started by the process this one forked from");
     }
   int ret;
+  if (r->job && d->output_dir_fd >= 0)
+    {
+      nsbox_launch_destroy (r);
+      return refuse_output_dir (err);
+    }
   if (r->job)
     ret = nsbox_runsc_finish (TAKE_PTR (r->job), &r->child, &r->streams, &r->limits, d, res, err);
   else
     {
       ret = nsbox_supervise (&r->child, &r->streams, &r->limits, d, res, err);
       nsbox_limits_collect (&r->limits, res);
+      if (ret >= 0 && d->output_dir_fd >= 0)
+        ret = collect_outputs (r, d, res, err);
     }
   for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
     res->limits[i] = r->limits.mech[i];
@@ -596,12 +686,25 @@ run_cold (const nsbox_config *c, const char *code, size_t code_len, nsbox_result
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);
+  cleanup_close int output_dir_fd = -1;
   struct nsbox_launch *launch = NULL;
-  int ret = nsbox_launch_start (c, &launch, err);
+  int ret = 0;
+  if (c->output_dir)
+    ret = nsbox_output_dir_open (c->output_dir, &output_dir_fd, err);
+  if (ret >= 0)
+    ret = nsbox_launch_start (c, &launch, err);
   if (ret >= 0)
     {
-      struct nsbox_dispatch d = { code, code_len, c->timeout_ms,     c->max_output_bytes,
-                                  -1,   false,    c->output_capture, c->memory_bytes };
+      struct nsbox_dispatch d = {
+        .code = code,
+        .code_len = code_len,
+        .timeout_ms = c->timeout_ms,
+        .max_output_bytes = c->max_output_bytes,
+        .cancel_fd = -1,
+        .capture = c->output_capture,
+        .memory_bytes = c->memory_bytes,
+        .output_dir_fd = output_dir_fd,
+      };
       ret = nsbox_launch_finish (launch, &d, res, err);
     }
   if (ret < 0)

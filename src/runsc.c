@@ -85,7 +85,7 @@ static void __attribute__ ((noreturn)) init_main (void *arg)
   nsbox_cgroup1_join (job->v1_tasks_fds, job->n_v1_tasks_fds);
   int fds[5];
   nsbox_pipes_child_ends (&job->pipes, fds);
-  nsbox_child_prologue (fds, job->caller_undumpable);
+  nsbox_child_prologue (fds, NULL, 0, job->caller_undumpable);
   close (NSBOX_CHILD_SYNC_FD);
   /* Root of the user namespace (the mapped host id), without the
    * launcher's supplementary groups, with a /proc of its own: runsc

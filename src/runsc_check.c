@@ -123,9 +123,14 @@ self_check (const struct nsbox_config *c)
   int r = nsbox_runsc_start (&plan, &none, &check_config, &job, &child, &streams, &err);
   if (r >= 0)
     {
-      struct nsbox_dispatch d
-          = { NULL, 0,     check_config.timeout_ms,     check_config.max_output_bytes,
-              -1,   false, check_config.output_capture, check_config.memory_bytes };
+      struct nsbox_dispatch d = {
+        .timeout_ms = check_config.timeout_ms,
+        .max_output_bytes = check_config.max_output_bytes,
+        .cancel_fd = -1,
+        .capture = check_config.output_capture,
+        .memory_bytes = check_config.memory_bytes,
+        .output_dir_fd = -1,
+      };
       r = nsbox_runsc_finish (job, &child, &streams, &none, &d, res, &err);
     }
   bool ok = r >= 0 && !res->timed_out && res->exit_code == 0;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include <sys/capability.h>
 
+#include "files.h"
 #include "report.h"
 #include "seccomp.h"
 #include "util.h"
@@ -61,6 +62,9 @@ struct nsbox_plan
    * native runtime, a pipe for runsc. */
   int sync_fd;
   int report_fd; /* write end, close-on-exec */
+  /* Files copied to /mnt/in: their fds in the parent's numbering, placed
+   * from NSBOX_CHILD_FIRST_FREE_FD on in the child. */
+  struct nsbox_inputs inputs;
 };
 
 /* Child side: runs the whole setup and never returns (init.c). */

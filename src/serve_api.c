@@ -305,6 +305,14 @@ parse_run (struct nsbox_server *s, const struct request *req, struct run_request
         rr->profile = i;
         continue;
       }
+    /* Paths on the server's host are not a client's to name. */
+    if (strcmp (key, "inputs") == 0 || strcmp (key, "output-dir") == 0)
+      {
+        snprintf (msg, size,
+                  "key '%s' cannot be sent to the server: it names files on the server's host",
+                  key);
+        return -1;
+      }
     char text[64];
     const char *v = json_string_value (value);
     if (!v && json_is_integer (value))

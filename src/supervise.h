@@ -29,6 +29,9 @@ struct nsbox_dispatch
   /* The configured memory limit, for the result (it names the limit in
    * force when the run is killed by it). */
   uint64_t memory_bytes;
+  /* Where the files the program left in /tmp/out go (native runtime), or
+   * -1. */
+  int output_dir_fd;
 };
 
 /* Runs until the sandbox is gone and its output drained. Fills the output,

@@ -343,7 +343,11 @@ Test (serve, tcp_needs_a_bearer_token_and_checks_it, .timeout = 120)
 static void
 serve_with_a_run_in_flight (struct serve_job *s, const char *code, struct run_job *job)
 {
-  const char *const args[] = { "--pool-size", "2", NULL };
+  /* The run must end by itself, not by the timeout, however slow the
+   * machine is. */
+  char timeout[32];
+  harness_scaled_duration (30, timeout, sizeof timeout);
+  const char *const args[] = { "--pool-size", "2", "--timeout", timeout, NULL };
   serve_start (args, s);
   wait_pool (s, 2);
   const char *const client[] = { "--server", s->server_arg, NULL };

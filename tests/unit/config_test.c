@@ -261,9 +261,26 @@ Test (config, cpus_parse_to_thousandths, .timeout = 5)
 Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
 {
   static const char *const names[] = {
-    "image",      "rootfs",           "runtime",        "timeout",        "memory",  "cpus",
-    "pids-limit", "max-output-bytes", "output-capture", "tmp-size",       "network", "user",
-    "env",        "command",          "strict",         "seccomp-policy", "pull",    "store",
+    "image",
+    "rootfs",
+    "runtime",
+    "timeout",
+    "memory",
+    "cpus",
+    "pids-limit",
+    "max-output-bytes",
+    "output-capture",
+    "tmp-size",
+    "network",
+    "user",
+    "env",
+    "command",
+    "inputs",
+    "output-dir",
+    "strict",
+    "seccomp-policy",
+    "pull",
+    "store",
   };
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   size_t count = 0;
@@ -273,8 +290,9 @@ Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
       cr_expect_not_null (keys[count].help);
       cr_expect_gt (strlen (keys[count].help), 10, "'%s' has no help", keys[count].name);
       bool boolean = strcmp (keys[count].name, "strict") == 0;
-      bool repeatable
-          = strcmp (keys[count].name, "env") == 0 || strcmp (keys[count].name, "command") == 0;
+      bool repeatable = strcmp (keys[count].name, "env") == 0
+                        || strcmp (keys[count].name, "command") == 0
+                        || strcmp (keys[count].name, "inputs") == 0;
       cr_expect_eq (keys[count].is_boolean, boolean, "'%s'", keys[count].name);
       cr_expect_eq (keys[count].repeatable, repeatable, "'%s'", keys[count].name);
     }
@@ -902,4 +920,78 @@ Test (config, store_is_a_nullable_path, .timeout = 5)
   cr_expect_str_eq (v, "/var/tmp/store");
   free (v);
   nsbox_config_free (c);
+}
+
+/* inputs and output-dir */
+
+Test (config, inputs_add_one_file_each_with_its_name, .timeout = 5)
+{
+  nsbox_config *config = new_config ();
+  expect_get (config, "inputs", "[]");
+  expect_set_ok (config, "inputs", "/data/table.csv");
+  expect_set_ok (config, "inputs", "/data/a:b/c.txt:renamed.txt");
+  expect_set_ok (config, "inputs", "relative.txt:r\xc3\xa9sum\xc3\xa9.txt");
+  expect_get (config, "inputs",
+              "[\"/data/table.csv:table.csv\", \"/data/a:b/c.txt:renamed.txt\", "
+              "\"relative.txt:r\xc3\xa9sum\xc3\xa9.txt\"]");
+  expect_set_ok (config, "inputs", "");
+  expect_get (config, "inputs", "[]");
+  nsbox_config_free (config);
+}
+
+Test (config, inputs_names_are_checked, .timeout = 5)
+{
+  nsbox_config *config = new_config ();
+  static const char *const bad[] = {
+    "/data/x:",     "/data/x:.",    "/data/x:..", "/data/x:a\nb", "/data/x:a\x7f",
+    "/data/x:\xff", "/data/x:\xc3", "/data/dir/", ":name",        "/data/x:\xed\xa0\x80",
+  };
+  for (size_t i = 0; i < ARRAY_SIZE (bad); i++)
+    expect_set_fails (config, "inputs", bad[i], NULL);
+  char long_name[300];
+  memset (long_name, 'a', sizeof long_name);
+  memcpy (long_name, "/x:", 3);
+  long_name[sizeof long_name - 1] = '\0';
+  expect_set_fails (config, "inputs", long_name, NULL);
+  expect_set_ok (config, "inputs", "/data/one:same");
+  expect_set_fails (config, "inputs", "/data/two:same",
+                    "two inputs are named 'same' (give another as PATH:NAME)");
+  expect_get (config, "inputs", "[\"/data/one:same\"]");
+  nsbox_config_free (config);
+}
+
+Test (config, inputs_are_capped_at_64, .timeout = 5)
+{
+  nsbox_config *config = new_config ();
+  for (int i = 0; i < 64; i++)
+    {
+      char spec[32];
+      snprintf (spec, sizeof spec, "/data/f%d", i);
+      expect_set_ok (config, "inputs", spec);
+    }
+  expect_set_fails (config, "inputs", "/data/f64", "too many entries in 'inputs' (at most 64)");
+  nsbox_config_free (config);
+}
+
+Test (config, yaml_inputs_list_and_output_dir, .timeout = 5)
+{
+  nsbox_config *config = new_config ();
+  expect_load_ok (config,
+                  "inputs:\n  - /data/a.csv\n  - /data/b.txt:b2.txt\noutput-dir: /srv/out\n");
+  expect_get (config, "inputs", "[\"/data/a.csv:a.csv\", \"/data/b.txt:b2.txt\"]");
+  expect_get (config, "output-dir", "/srv/out");
+  nsbox_config *copy = nsbox_config_dup (config, NULL);
+  cr_assert_not_null (copy);
+  expect_get (copy, "inputs", "[\"/data/a.csv:a.csv\", \"/data/b.txt:b2.txt\"]");
+  nsbox_config_free (copy);
+  expect_load_ok (config, "inputs: ~\noutput-dir: ~\n");
+  expect_get (config, "inputs", "[]");
+  expect_get (config, "output-dir", "");
+  nsbox_config_free (config);
+  expect_load_fails ("inputs:\n  - /data/a.csv:../x\n",
+                     "2:5: input '/data/a.csv:../x': name '../x' is not allowed in /mnt/in: it "
+                     "holds a '/' or ':' (give one as PATH:NAME)");
+  expect_load_fails ("inputs:\n  - \"\"\n", "2:5: empty entry in 'inputs'");
+  expect_load_fails ("inputs:\n  a: b\n", "2:3: wrong type for 'inputs': expected a list of "
+                                          "strings, found a mapping");
 }

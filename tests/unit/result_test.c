@@ -114,6 +114,8 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
     "limits",
     "runtime",
     "served",
+    "files",
+    "files_refused",
   };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
 
@@ -434,7 +436,9 @@ Test (result, missing_output_reads_as_empty_not_null, .timeout = 5)
   /* No runtime recorded: null rather than a guess. */
   char *text = encode (result);
   cr_assert_not_null (strstr (text, "\"stdout\":\"\",\"stderr\":\"\","), "%s", text);
-  cr_assert_not_null (strstr (text, "\"runtime\":null,\"served\":\"cold\"}"), "%s", text);
+  cr_assert_not_null (
+      strstr (text, "\"runtime\":null,\"served\":\"cold\",\"files\":[],\"files_refused\":[]}"),
+      "%s", text);
   free (text);
   nsbox_result_free (result);
   nsbox_result_free (NULL);

@@ -1328,9 +1328,17 @@ Test (seccomp, int80_syscall_kills_the_process_with_sigsys, .timeout = 10)
   cr_skip_test ("int 0x80 exists only on x86");
 #endif
   int unfiltered = run_probe (NULL, int80_getpid_probe, NULL);
-  if (!WIFEXITED (unfiltered) && !getenv ("NSBOX_TEST_MUST_WORK"))
-    cr_skip_test ("the kernel has no i386 emulation");
   int status = run_probe (default_bpf (), int80_getpid_probe, NULL);
+  if (!WIFEXITED (unfiltered))
+    {
+      /* A kernel without i386 emulation (ia32_emulation=0, or built
+       * without it) faults on int 0x80 before any filter runs: no i386
+       * call can run at all, filtered or not. */
+      cr_expect (WIFSIGNALED (unfiltered) && WIFSIGNALED (status)
+                     && WTERMSIG (status) == WTERMSIG (unfiltered),
+                 "unfiltered %#x, filtered %#x", unfiltered, status);
+      return;
+    }
   cr_expect (WIFSIGNALED (status) && WTERMSIG (status) == SIGSYS, "status %#x", status);
 }
 

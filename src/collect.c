@@ -1,0 +1,369 @@
+/* Outputs: the regular files a program left at the top of /tmp/out, copied
+ * into the caller's output directory once every process of the sandbox is
+ * gone. The launcher reads the sandbox's tmpfs through an fd init sent it,
+ * resolving every name with openat2 beneath that fd: no symlink, no magic
+ * link, no other mount is ever followed, so nothing outside the tmpfs can
+ * be read; names are single path components checked before use, and each
+ * file is created with O_EXCL | O_NOFOLLOW, so nothing outside the output
+ * directory can be written. Hard links, FIFOs, sockets, devices and
+ * directories are refused, each with its reason in the result. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "dl.h"
+#include "error.h"
+#include "files.h"
+#include "result.h"
+
+/* ---- SHA-256 from libcrypto, loaded the first time a file is collected ---- */
+
+static struct
+{
+  __typeof__ (EVP_MD_CTX_new) *ctx_new;
+  __typeof__ (EVP_MD_CTX_free) *ctx_free;
+  __typeof__ (EVP_sha256) *sha256;
+  __typeof__ (EVP_DigestInit_ex) *init;
+  __typeof__ (EVP_DigestUpdate) *update;
+  __typeof__ (EVP_DigestFinal_ex) *final;
+} crypto;
+static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
+static int crypto_status;
+static char crypto_why[256];
+
+static void
+crypto_load (void)
+{
+  const struct nsbox_dl_symbol symbols[] = {
+    { "EVP_MD_CTX_new", (void **)&crypto.ctx_new },
+    { "EVP_MD_CTX_free", (void **)&crypto.ctx_free },
+    { "EVP_sha256", (void **)&crypto.sha256 },
+    { "EVP_DigestInit_ex", (void **)&crypto.init },
+    { "EVP_DigestUpdate", (void **)&crypto.update },
+    { "EVP_DigestFinal_ex", (void **)&crypto.final },
+  };
+  crypto_status = nsbox_dl_load ("libcrypto.so.3", symbols, ARRAY_SIZE (symbols), crypto_why,
+                                 sizeof crypto_why);
+}
+
+static void
+ctxfreep (EVP_MD_CTX **ctx)
+{
+  if (*ctx)
+    crypto.ctx_free (*ctx);
+}
+
+/* ---- the result's lists ---- */
+
+static int
+append_refusal (struct nsbox_result *res, const char *name, const char *reason)
+{
+  struct nsbox_result_refusal *grown
+      = realloc (res->refused, (res->n_refused + 1) * sizeof *res->refused);
+  if (!grown)
+    return -ENOMEM;
+  res->refused = grown;
+  char *n = strdup (name), *r = strdup (reason);
+  if (!n || !r)
+    {
+      free (n);
+      free (r);
+      return -ENOMEM;
+    }
+  res->refused[res->n_refused++] = (struct nsbox_result_refusal){ n, r };
+  return 0;
+}
+
+/* What one collection found, for the result. */
+struct collect
+{
+  struct nsbox_result *res;
+  uint64_t unlisted; /* refusals past NSBOX_OUTPUTS_REFUSED_LISTED */
+  uint64_t bytes;    /* budget left */
+  unsigned files;
+};
+
+/* Listed one by one up to NSBOX_OUTPUTS_REFUSED_LISTED, then counted. */
+static int
+add_refusal (struct collect *c, const char *name, const char *reason)
+{
+  if (c->res->n_refused >= NSBOX_OUTPUTS_REFUSED_LISTED)
+    {
+      c->unlisted++;
+      return 0;
+    }
+  return append_refusal (c->res, name, reason);
+}
+
+static int
+add_file (struct nsbox_result *res, const char *name, uint64_t size, const char *sha256)
+{
+  struct nsbox_result_file *grown = realloc (res->files, (res->n_files + 1) * sizeof *res->files);
+  if (!grown)
+    return -ENOMEM;
+  res->files = grown;
+  struct nsbox_result_file *f = &res->files[res->n_files];
+  if (!(f->name = strdup (name)))
+    return -ENOMEM;
+  f->size = size;
+  memcpy (f->sha256, sha256, sizeof f->sha256);
+  res->n_files++;
+  return 0;
+}
+
+/* ---- one file ---- */
+
+static int
+open_beneath (int dirfd, const char *name, uint64_t flags)
+{
+  struct open_how how = {
+    .flags = flags | O_CLOEXEC | O_NOFOLLOW,
+    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+  };
+  return (int)syscall (SYS_openat2, dirfd, name, &how, sizeof how);
+}
+
+static const char *
+kind_refused (mode_t mode)
+{
+  if (S_ISLNK (mode))
+    return "a symbolic link";
+  if (S_ISDIR (mode))
+    return "a directory";
+  if (S_ISFIFO (mode))
+    return "a FIFO";
+  if (S_ISSOCK (mode))
+    return "a socket";
+  if (S_ISCHR (mode) || S_ISBLK (mode))
+    return "a device";
+  return S_ISREG (mode) ? NULL : "not a regular file";
+}
+
+/* Copies at most `size` bytes (what fstat said: a file is never read past
+ * it) from `from` to `to`, hashing them. *copied gets how many. */
+static int
+copy_hashing (int from, int to, uint64_t size, uint64_t *copied, char hex[65])
+{
+  __attribute__ ((cleanup (ctxfreep))) EVP_MD_CTX *ctx = crypto.ctx_new ();
+  if (!ctx || crypto.init (ctx, crypto.sha256 (), NULL) != 1)
+    return -ENOMEM;
+  char buf[65536];
+  uint64_t done = 0;
+  while (done < size)
+    {
+      size_t want = size - done < sizeof buf ? (size_t)(size - done) : sizeof buf;
+      ssize_t n = read (from, buf, want);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return -errno;
+      if (n == 0)
+        break;
+      if (nsbox_write_all (to, buf, (size_t)n) < 0)
+        return -errno;
+      if (crypto.update (ctx, buf, (size_t)n) != 1)
+        return -ENOMEM;
+      done += (uint64_t)n;
+    }
+  unsigned char digest[32];
+  unsigned int len = 0;
+  if (crypto.final (ctx, digest, &len) != 1 || len != sizeof digest)
+    return -ENOMEM;
+  for (size_t i = 0; i < sizeof digest; i++)
+    snprintf (hex + 2 * i, 3, "%02x", digest[i]);
+  *copied = done;
+  return 0;
+}
+
+/* One entry of /tmp/out: collected, or refused with its reason. Returns
+ * -ENOMEM only; everything the program could cause is a refusal. */
+static int
+collect_one (int out_fd, int dir_fd, const char *name, struct collect *c)
+{
+  const char *why = NULL;
+  char reason[160];
+  if (!nsbox_file_name_valid (name, strlen (name), &why))
+    {
+      snprintf (reason, sizeof reason, "name not allowed: %s", why);
+      return add_refusal (c, name, reason);
+    }
+  struct stat st;
+  if (fstatat (out_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    {
+      snprintf (reason, sizeof reason, "cannot inspect: %s", strerror (errno));
+      return add_refusal (c, name, reason);
+    }
+  if ((why = kind_refused (st.st_mode)))
+    return add_refusal (c, name, why);
+  if (st.st_nlink != 1)
+    return add_refusal (c, name, "a hard link (more than one name)");
+  if (c->files == 0)
+    {
+      snprintf (reason, sizeof reason, "too many files: at most %d are collected",
+                NSBOX_OUTPUTS_MAX);
+      return add_refusal (c, name, reason);
+    }
+  if ((uint64_t)st.st_size > c->bytes)
+    {
+      snprintf (reason, sizeof reason,
+                "too large: %" PRIu64 " bytes, past the %" PRIu64 " MiB collected in all",
+                (uint64_t)st.st_size, NSBOX_OUTPUTS_BYTES_MAX >> 20);
+      return add_refusal (c, name, reason);
+    }
+  /* O_NONBLOCK: should the entry have become a FIFO since fstatat, the
+   * open does not wait for a writer. */
+  cleanup_close int from = open_beneath (out_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  struct stat again;
+  if (from < 0 || fstat (from, &again) < 0)
+    {
+      snprintf (reason, sizeof reason, "cannot open: %s", strerror (errno));
+      return add_refusal (c, name, reason);
+    }
+  if (again.st_ino != st.st_ino || again.st_dev != st.st_dev || !S_ISREG (again.st_mode)
+      || again.st_nlink != 1)
+    return add_refusal (c, name, "changed while it was collected");
+  uint64_t size = (uint64_t)again.st_size < (uint64_t)st.st_size ? (uint64_t)again.st_size
+                                                                 : (uint64_t)st.st_size;
+  cleanup_close int to
+      = openat (dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (to < 0)
+    {
+      snprintf (reason, sizeof reason, "%s in output-dir",
+                errno == EEXIST ? "already exists" : strerror (errno));
+      return add_refusal (c, name, reason);
+    }
+  uint64_t copied = 0;
+  char hex[65] = "";
+  int r = copy_hashing (from, to, size, &copied, hex);
+  if (r < 0)
+    {
+      unlinkat (dir_fd, name, 0);
+      if (r == -ENOMEM)
+        return r;
+      snprintf (reason, sizeof reason, "cannot copy into output-dir: %s", strerror (-r));
+      return add_refusal (c, name, reason);
+    }
+  c->files--;
+  c->bytes -= copied;
+  return add_file (c->res, name, copied, hex);
+}
+
+static int
+compare_names (const void *a, const void *b)
+{
+  return strcmp (*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in `out`, sorted, at most NSBOX_OUTPUTS_SCAN_MAX of them;
+ * *more counts the rest. */
+static int
+read_names (int out_fd, char ***names, size_t *n, uint64_t *more)
+{
+  int fd = fcntl (out_fd, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0)
+    return -errno;
+  DIR *d = fdopendir (fd);
+  if (!d)
+    {
+      int e = errno;
+      close (fd);
+      return -e;
+    }
+  int r = 0;
+  struct dirent *e;
+  while ((errno = 0, e = readdir (d)))
+    {
+      if (strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0)
+        continue;
+      if (*n >= NSBOX_OUTPUTS_SCAN_MAX)
+        (*more)++;
+      else if ((r = nsbox_strv_append (names, n, strdup (e->d_name))) < 0)
+        break;
+    }
+  if (r == 0 && errno)
+    r = -errno;
+  closedir (d);
+  if (r == 0 && *n > 1)
+    qsort (*names, *n, sizeof **names, compare_names);
+  return r;
+}
+
+int
+nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct nsbox_error **err)
+{
+  pthread_once (&crypto_once, crypto_load);
+  if (crypto_status < 0)
+    return nsbox_error_set (err, -crypto_status, "collect outputs: %s", crypto_why);
+  struct collect c = { res, 0, NSBOX_OUTPUTS_BYTES_MAX, NSBOX_OUTPUTS_MAX };
+  char reason[160];
+  cleanup_close int out_fd = open_beneath (tmp_fd, "out", O_RDONLY | O_DIRECTORY);
+  if (out_fd < 0)
+    {
+      if (errno == ENOENT)
+        return 0; /* the program removed it: nothing to collect */
+      if (errno == ENOSYS)
+        return nsbox_error_sys (err, errno, "collect outputs: openat2 (Linux 5.6 or later)");
+      snprintf (reason, sizeof reason, "not collected: /tmp/out is %s",
+                errno == ELOOP     ? "a symbolic link"
+                : errno == ENOTDIR ? "not a directory"
+                                   : strerror (errno));
+      return append_refusal (res, "/tmp/out", reason) < 0 ? nsbox_error_oom (err) : 0;
+    }
+  cleanup_strv char **names = NULL;
+  size_t n = 0;
+  uint64_t more = 0;
+  int r = read_names (out_fd, &names, &n, &more);
+  if (r == -ENOMEM)
+    return nsbox_error_oom (err);
+  if (r < 0)
+    {
+      snprintf (reason, sizeof reason, "not collected: cannot read /tmp/out: %s", strerror (-r));
+      return append_refusal (res, "/tmp/out", reason) < 0 ? nsbox_error_oom (err) : 0;
+    }
+  for (size_t i = 0; i < n; i++)
+    if (collect_one (out_fd, dir_fd, names[i], &c) < 0)
+      return nsbox_error_oom (err);
+  /* Names of files cannot hold '/': these summaries cannot be mistaken
+   * for one. */
+  if (c.unlisted)
+    {
+      snprintf (reason, sizeof reason, "%" PRIu64 " more entries refused, not listed", c.unlisted);
+      if (append_refusal (res, "/tmp/out/...", reason) < 0)
+        return nsbox_error_oom (err);
+    }
+  if (more)
+    {
+      snprintf (reason, sizeof reason,
+                "%" PRIu64 " more entries not examined: only %d names are read", more,
+                NSBOX_OUTPUTS_SCAN_MAX);
+      if (append_refusal (res, "/tmp/out/...", reason) < 0)
+        return nsbox_error_oom (err);
+    }
+  return 0;
+}
+
+int
+nsbox_output_dir_open (const char *path, int *fd, struct nsbox_error **err)
+{
+  int d = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d < 0)
+    return nsbox_error_sys (err, errno, "output-dir '%s'", path);
+  if (faccessat (AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) < 0)
+    {
+      int e = errno;
+      close (d);
+      return nsbox_error_sys (err, e, "output-dir '%s' is not writable", path);
+    }
+  *fd = d;
+  return 0;
+}
