@@ -70,6 +70,7 @@ struct job
   int run_fd;          /* the run's end of the socketpair */
   bool cancelled;
   double started, progressed;
+  struct nsbox_mcp_files files;
 };
 
 struct mcp
@@ -85,6 +86,7 @@ struct mcp
   /* Set before the threads start, read-only after. */
   nsbox_pool *pool;
   uint64_t timeout_ms; /* the configured timeout: the ceiling of a call's */
+  bool runsc;          /* runtime runsc: no files in or out */
   const char *server_version;
   /* The main thread's alone. */
   char protocol_version[16]; /* negotiated; "" before initialize */
@@ -191,8 +193,8 @@ input_schema (void)
       "array", "maxItems", 64, "items", "type", "object", "properties", "name", "type", "string",
       "content", "type", "string", "contentEncoding", "base64", "required", "name", "content",
       "description",
-      "input files, readable in the sandbox under /tmp/in/NAME; files the program writes to "
-      "/tmp/out are returned",
+      "input files, each {name, content (base64)}, read-only in the sandbox as /mnt/in/NAME; "
+      "files the program leaves in /tmp/out are returned (images as images)",
       "required", "code", "additionalProperties", false);
 }
 
@@ -236,7 +238,7 @@ output_schema (void)
           "stdout_truncated", "stderr_truncated", "stdout_omitted_bytes",
           "stderr_omitted_bytes", "duration_ms",  "cpu_ms",
           "memory_peak_bytes", "timeout_ms",      "memory_limit_bytes",
-          "limits",          "runtime",          "served" };
+          "limits",          "runtime",          "served", "files", "files_refused" };
   for (size_t i = 0; required && i < ARRAY_SIZE (always); i++)
     json_array_append_new (required, json_string (always[i]));
   return json_pack ("{s:s,s:o,s:o*}", "type", "object", "properties", p, "required", required);
@@ -259,8 +261,8 @@ tool_description (bool structured)
   return tool;
 }
 
-/* Checks a call's arguments into the job: 0, or -1 with a reason naming
- * the argument. */
+/* Checks a call's arguments into the job: 0; -1 with a reason naming the
+ * argument; -2 out of memory; -3 the host failed (logged). */
 static int
 prepare_job (struct mcp *s, struct job *job, json_t *args, char *why, size_t size)
 {
@@ -321,12 +323,21 @@ prepare_job (struct mcp *s, struct job *job, json_t *args, char *why, size_t siz
             }
         }
     }
-  if (json_object_get (args, "files"))
+  json_t *files = json_object_get (args, "files");
+  if (files && s->runsc)
     {
-      snprintf (why, size, "argument 'files' is not supported by this server");
+      snprintf (why, size,
+                "argument 'files': files are not available under the runsc runtime (this "
+                "server's); run without files");
       return -1;
     }
-  return 0;
+  int r = nsbox_mcp_files_prepare (files, !s->runsc, job->options, &job->files, why, size);
+  if (r == -2)
+    {
+      log_line ("%s: %s", TOOL_NAME, why);
+      return -3;
+    }
+  return r;
 }
 
 static void
@@ -342,6 +353,7 @@ job_free (struct job *job)
     close (job->cancel_fd);
   if (job->run_fd >= 0)
     close (job->run_fd);
+  nsbox_mcp_files_cleanup (&job->files);
   free (job->note);
   free (job);
 }
@@ -370,8 +382,23 @@ tool_result (const struct job *job, const nsbox_result *res)
           text = with_note;
         }
     }
+  json_t *files = json_array ();
+  int r = files ? nsbox_mcp_files_collect (&job->files, res, files, &text) : -ENOMEM;
+  if (r < 0)
+    {
+      log_line ("%s: returning the files: %s", TOOL_NAME, strerror (-r));
+      char *with_line = xasprintf ("%sfiles not returned: internal error\n", text);
+      if (with_line)
+        {
+          free (text);
+          text = with_line;
+        }
+    }
   json_t *result = json_pack ("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text,
                               "isError", false);
+  if (result && files)
+    json_array_extend (json_object_get (result, "content"), files);
+  json_decref (files);
   if (result && job->structured)
     json_object_set (result, "structuredContent", structured);
   json_decref (structured);
@@ -564,7 +591,9 @@ handle_tools_call (struct mcp *s, json_t *id, json_t *params)
       job->args = args ? json_incref (args) : json_object ();
       r = job->args ? prepare_job (s, job, job->args, why, sizeof why) : -2;
     }
-  if (r == -1 && version_at_least (negotiated (s), INPUT_ERRORS_AS_RESULTS_SINCE))
+  if (r == -3)
+    send_result (s, id, tool_error (INTERNAL_ERROR_TEXT));
+  else if (r == -1 && version_at_least (negotiated (s), INPUT_ERRORS_AS_RESULTS_SINCE))
     send_result (s, id, tool_error (why));
   else if (r == -1)
     send_error (s, id, RPC_INVALID_PARAMS, "%s", why);
@@ -904,6 +933,7 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
   pthread_t progress;
   bool progress_started = false;
   struct nsbox_error *err = NULL;
+  cleanup_free char *runtime = NULL;
   if (sfd < 0 || !workers)
     {
       log_line ("cannot start: %s", sfd < 0 ? strerror (errno) : "out of memory");
@@ -911,6 +941,8 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
     }
   if (ceiling_timeout (config, &s.timeout_ms) < 0)
     goto out;
+  runtime = nsbox_config_get (config, "runtime", NULL);
+  s.runsc = runtime && strcmp (runtime, "runsc") == 0;
   if (nsbox_pool_new (config, o->pool_options, &s.pool, &err) < 0)
     {
       log_line ("%s", nsbox_error_message (err));

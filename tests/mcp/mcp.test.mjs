@@ -158,7 +158,7 @@ test('tools/list: run_python with its input and output schema', { timeout: 12000
   for (const key of ['exit_code', 'timed_out', 'oom_killed', 'stdout', 'stderr', 'stdout_truncated',
     'timeout_ms', 'runtime', 'files', 'files_refused'])
     assert.ok(out.properties[key], `outputSchema lacks ${key}`);
-  for (const key of ['exit_code', 'timed_out', 'oom_killed', 'stdout', 'stderr'])
+  for (const key of ['exit_code', 'timed_out', 'oom_killed', 'stdout', 'stderr', 'files', 'files_refused'])
     assert.ok(out.required.includes(key), `outputSchema does not require ${key}`);
 });
 
@@ -242,6 +242,79 @@ test('huge output is capped with the head-tail marker', { timeout: 120000 }, asy
   assert.match(s.stdout, /\[nsbox: \d+ bytes omitted\]/);
   assert.match(s.stdout, /END\n$/);
   assert.match(textOf(r), /output truncated: \d+ bytes omitted from stdout/);
+});
+
+const privateDirs = () => readdirSync(tmpdir()).filter((n) => /^nsbox-mcp-(in|out)\./.test(n));
+
+test('files: an input is read in the sandbox, files left in /tmp/out come back', { timeout: 120000 }, async () => {
+  const client = await mainServer();
+  const code = [
+    'import os',
+    'data = open("/mnt/in/data.csv").read()',
+    'print(data.strip())',
+    'os.makedirs("/tmp/out", exist_ok=True)',
+    'open("/tmp/out/sum.txt", "w").write(str(sum(int(x) for x in data.split(","))))',
+    'open("/tmp/out/raw.bin", "wb").write(bytes(range(256)))',
+  ].join('\n');
+  const r = await call(client, { code, files: [{ name: 'data.csv', content: Buffer.from('1,2,3\n').toString('base64') }] });
+  assert.equal(r.isError, false, textOf(r));
+  assert.equal(r.structuredContent.stdout, '1,2,3\n');
+  assert.deepEqual(r.structuredContent.files.map((f) => f.name).sort(), ['raw.bin', 'sum.txt']);
+  const resource = (name) => r.content.find((c) => c.type === 'resource' && c.resource.uri === `nsbox://out/${name}`);
+  assert.equal(resource('sum.txt').resource.text, '6');
+  assert.equal(resource('sum.txt').resource.mimeType, 'text/plain');
+  const raw = resource('raw.bin').resource;
+  assert.equal(raw.mimeType, 'application/octet-stream');
+  assert.deepEqual([...Buffer.from(raw.blob, 'base64')], [...Array(256).keys()]);
+  assert.match(textOf(r), /file: \/tmp\/out\/sum.txt \(1 bytes\)/);
+  // The call's private directories are gone once it is answered.
+  await waitFor('the private directories to be removed', () => privateDirs().length === 0, 5000);
+});
+
+test('files: a PNG the program writes comes back as an image', { timeout: 120000 }, async () => {
+  const client = await mainServer();
+  const code = [
+    'import os, struct, zlib',
+    'w, h = 16, 8',
+    'rows = b"".join(b"\\x00" + b"".join(bytes((x * 16, y * 32, 128)) for x in range(w)) for y in range(h))',
+    'def chunk(kind, data):',
+    '    body = kind + data',
+    '    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xffffffff)',
+    'png = (b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))',
+    '       + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))',
+    'os.makedirs("/tmp/out", exist_ok=True)',
+    'open("/tmp/out/plot.png", "wb").write(png)',
+    'print("plotted")',
+  ].join('\n');
+  const r = await call(client, { code });
+  assert.equal(r.isError, false, textOf(r));
+  assert.equal(r.structuredContent.stdout, 'plotted\n');
+  const images = r.content.filter((c) => c.type === 'image');
+  assert.equal(images.length, 1);
+  assert.equal(images[0].mimeType, 'image/png');
+  const png = Buffer.from(images[0].data, 'base64');
+  assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  assert.equal(png.toString('latin1', 12, 16), 'IHDR');
+  assert.equal(png.readUInt32BE(16), 16);
+  assert.equal(png.readUInt32BE(20), 8);
+  const idatLength = png.readUInt32BE(33);
+  assert.equal(png.toString('latin1', 37, 41), 'IDAT');
+  assert.equal(inflateSync(png.subarray(41, 41 + idatLength)).length, 8 * (1 + 3 * 16));
+});
+
+test('files: bad names and bad base64 are input errors naming the argument', { timeout: 120000 }, async () => {
+  const client = await mainServer();
+  for (const files of [
+    [{ name: '../escape', content: 'eA==' }],
+    [{ name: 'a/b', content: 'eA==' }],
+    [{ name: 'ok.txt', content: 'not base64!' }],
+    [{ name: 'x', content: 'eA==' }, { name: 'x', content: 'eA==' }],
+    'not an array',
+  ]) {
+    const r = await call(client, { code: 'print(1)', files });
+    assert.equal(r.isError, true, JSON.stringify(files));
+    assert.match(textOf(r), /'files'/);
+  }
 });
 
 test('input errors name the argument (isError under 2025-11-25)', { timeout: 120000 }, async () => {
