@@ -161,8 +161,9 @@ extern "C"
   NSBOX_EXPORT const char *nsbox_result_file_sha256 (const nsbox_result *result, size_t i);
   /* What was left in /tmp/out and not collected, each with the reason ("a
    * symbolic link", "a hard link (more than one name)", "already exists in
-   * output-dir", ...). A name starting with '/' ("/tmp/out", "/tmp/out/...")
-   * is about the directory or a summary, never a file. The name may hold
+   * output-dir", ...). A name starting with '/' ("/tmp/out", "/tmp/out: more
+   * refused", "/tmp/out: not examined") is about the directory or a
+   * summary, never a file. The name may hold
    * any bytes but '/' and NUL. */
   NSBOX_EXPORT size_t nsbox_result_refused_count (const nsbox_result *result);
   NSBOX_EXPORT const char *nsbox_result_refused_name (const nsbox_result *result, size_t i);

@@ -313,10 +313,13 @@ nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct 
         return 0; /* the program removed it: nothing to collect */
       if (errno == ENOSYS)
         return nsbox_error_sys (err, errno, "collect outputs: openat2 (Linux 5.6 or later)");
+      int e = errno;
+      struct stat st;
+      const char *kind = fstatat (tmp_fd, "out", &st, AT_SYMLINK_NOFOLLOW) == 0
+                             ? kind_refused (st.st_mode)
+                             : NULL;
       snprintf (reason, sizeof reason, "not collected: /tmp/out is %s",
-                errno == ELOOP     ? "a symbolic link"
-                : errno == ENOTDIR ? "not a directory"
-                                   : strerror (errno));
+                kind ? kind : strerror (e));
       return append_refusal (res, "/tmp/out", reason) < 0 ? nsbox_error_oom (err) : 0;
     }
   cleanup_strv char **names = NULL;
@@ -338,7 +341,7 @@ nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct 
   if (c.unlisted)
     {
       snprintf (reason, sizeof reason, "%" PRIu64 " more entries refused, not listed", c.unlisted);
-      if (append_refusal (res, "/tmp/out/...", reason) < 0)
+      if (append_refusal (res, "/tmp/out: more refused", reason) < 0)
         return nsbox_error_oom (err);
     }
   if (more)
@@ -346,7 +349,7 @@ nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct 
       snprintf (reason, sizeof reason,
                 "%" PRIu64 " more entries not examined: only %d names are read", more,
                 NSBOX_OUTPUTS_SCAN_MAX);
-      if (append_refusal (res, "/tmp/out/...", reason) < 0)
+      if (append_refusal (res, "/tmp/out: not examined", reason) < 0)
         return nsbox_error_oom (err);
     }
   return 0;
