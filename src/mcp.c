@@ -154,9 +154,9 @@ send_error (struct mcp *s, json_t *id, int code, const char *fmt, ...)
   va_start (ap, fmt);
   cleanup_free char *text = vxasprintf (fmt, ap);
   va_end (ap);
-  send_message (s, json_pack ("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id",
-                              id ? id : json_null (), "error", "code", code, "message",
-                              text ? text : "out of memory"));
+  send_message (s,
+                json_pack ("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null (),
+                           "error", "code", code, "message", text ? text : "out of memory"));
 }
 
 static void
@@ -204,8 +204,8 @@ output_schema (void)
 {
   json_t *p = json_object ();
   static const char *const integers[]
-      = { "exit_code",   "stdout_omitted_bytes", "stderr_omitted_bytes", "duration_ms",
-          "cpu_ms",      "memory_peak_bytes",    "timeout_ms",           "memory_limit_bytes" };
+      = { "exit_code", "stdout_omitted_bytes", "stderr_omitted_bytes", "duration_ms",
+          "cpu_ms",    "memory_peak_bytes",    "timeout_ms",           "memory_limit_bytes" };
   static const char *const booleans[]
       = { "timed_out", "oom_killed", "stdout_truncated", "stderr_truncated" };
   static const char *const strings[] = { "stdout", "stderr", "runtime", "served" };
@@ -218,27 +218,39 @@ output_schema (void)
   if (!p)
     return NULL;
   json_object_set_new (p, "signal", json_pack ("{s:[s,s]}", "type", "string", "null"));
-  json_object_set_new (p, "limits",
-                       json_pack ("{s:s,s:{s:s}}", "type", "object", "additionalProperties",
-                                  "type", "string"));
   json_object_set_new (
-      p, "files",
-      json_pack ("{s:s,s:{s:s,s:{s:{s:s},s:{s:s},s:{s:s}},s:[s,s,s]}}", "type", "array", "items",
-                 "type", "object", "properties", "name", "type", "string", "size", "type",
-                 "integer", "sha256", "type", "string", "required", "name", "size", "sha256"));
+      p, "limits",
+      json_pack ("{s:s,s:{s:s}}", "type", "object", "additionalProperties", "type", "string"));
+  json_object_set_new (p, "files",
+                       json_pack ("{s:s,s:{s:s,s:{s:{s:s},s:{s:s},s:{s:s}},s:[s,s,s]}}", "type",
+                                  "array", "items", "type", "object", "properties", "name", "type",
+                                  "string", "size", "type", "integer", "sha256", "type", "string",
+                                  "required", "name", "size", "sha256"));
   json_object_set_new (p, "files_refused",
                        json_pack ("{s:s,s:{s:s,s:{s:{s:s},s:{s:s}},s:[s,s]}}", "type", "array",
-                                  "items", "type", "object", "properties", "name", "type",
-                                  "string", "reason", "type", "string", "required", "name",
-                                  "reason"));
+                                  "items", "type", "object", "properties", "name", "type", "string",
+                                  "reason", "type", "string", "required", "name", "reason"));
   json_t *required = json_array ();
-  static const char *const always[]
-      = { "exit_code",       "signal",           "timed_out",
-          "oom_killed",      "stdout",           "stderr",
-          "stdout_truncated", "stderr_truncated", "stdout_omitted_bytes",
-          "stderr_omitted_bytes", "duration_ms",  "cpu_ms",
-          "memory_peak_bytes", "timeout_ms",      "memory_limit_bytes",
-          "limits",          "runtime",          "served", "files", "files_refused" };
+  static const char *const always[] = { "exit_code",
+                                        "signal",
+                                        "timed_out",
+                                        "oom_killed",
+                                        "stdout",
+                                        "stderr",
+                                        "stdout_truncated",
+                                        "stderr_truncated",
+                                        "stdout_omitted_bytes",
+                                        "stderr_omitted_bytes",
+                                        "duration_ms",
+                                        "cpu_ms",
+                                        "memory_peak_bytes",
+                                        "timeout_ms",
+                                        "memory_limit_bytes",
+                                        "limits",
+                                        "runtime",
+                                        "served",
+                                        "files",
+                                        "files_refused" };
   for (size_t i = 0; required && i < ARRAY_SIZE (always); i++)
     json_array_append_new (required, json_string (always[i]));
   return json_pack ("{s:s,s:o,s:o*}", "type", "object", "properties", p, "required", required);
@@ -483,8 +495,9 @@ progress_loop (void *arg)
           job->progressed = now;
           json_int_t elapsed = (json_int_t)(now - job->started);
           char message[96];
-          snprintf (message, sizeof message, "running for %" JSON_INTEGER_FORMAT " s of at most %.3g s",
-                    elapsed, (double)job->timeout_ms / 1000.0);
+          snprintf (message, sizeof message,
+                    "running for %" JSON_INTEGER_FORMAT " s of at most %.3g s", elapsed,
+                    (double)job->timeout_ms / 1000.0);
           send_message (s, json_pack ("{s:s,s:s,s:{s:O,s:I,s:f,s:s}}", "jsonrpc", "2.0", "method",
                                       "notifications/progress", "params", "progressToken",
                                       job->progress_token, "progress", elapsed, "total",
@@ -683,8 +696,7 @@ handle_message (struct mcp *s, const char *line, size_t len)
   cleanup_json json_t *msg = json_loadb (line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
   if (!msg)
     {
-      send_error (s, NULL, RPC_PARSE_ERROR, "parse error at column %d: %s", jerr.column,
-                  jerr.text);
+      send_error (s, NULL, RPC_PARSE_ERROR, "parse error at column %d: %s", jerr.column, jerr.text);
       return;
     }
   if (!json_is_object (msg))
@@ -701,7 +713,8 @@ handle_message (struct mcp *s, const char *line, size_t len)
     return; /* an answer: this server sends no request */
   if (id && !json_is_string (id) && !json_is_integer (id))
     {
-      send_error (s, NULL, RPC_INVALID_REQUEST, "invalid request: 'id' must be a string or an integer");
+      send_error (s, NULL, RPC_INVALID_REQUEST,
+                  "invalid request: 'id' must be a string or an integer");
       return;
     }
   const char *version = json_string_value (json_object_get (msg, "jsonrpc"));
@@ -894,10 +907,9 @@ ceiling_timeout (const nsbox_config *config, uint64_t *ms)
 int
 nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
 {
-  struct mcp s = { .out_fd = -1,
-                   .max_queue = o->max_queue,
-                   .server_version = o->version,
-                   .queue_tail = &s.queue };
+  struct mcp s = {
+    .out_fd = -1, .max_queue = o->max_queue, .server_version = o->version, .queue_tail = &s.queue
+  };
   /* The protocol's stream gets a private fd; fd 1 (stdout, printf, a
    * library's stray write) goes to stderr from here on. */
   s.out_fd = fcntl (STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);

@@ -92,8 +92,10 @@ nsbox_mcp_base64_decode (const char *text, size_t text_len, size_t max, unsigned
               return -1;
             }
         }
-      uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-      unsigned char bytes[3] = { (unsigned char)(w >> 16), (unsigned char)(w >> 8), (unsigned char)w };
+      uint32_t w
+          = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+      unsigned char bytes[3]
+          = { (unsigned char)(w >> 16), (unsigned char)(w >> 8), (unsigned char)w };
       size_t n = last ? 3 - pad : 3;
       memcpy (buf + o, bytes, n);
       o += n;
@@ -140,8 +142,10 @@ add_input (json_t *item, size_t index, int dir_fd, const char *dir, size_t *tota
   const char *bad = NULL;
   if (!json_is_object (item) || !name || !json_is_string (content))
     {
-      snprintf (why, size, "argument 'files': item %zu must be {\"name\": string, \"content\": "
-                           "base64 string}", index);
+      snprintf (why, size,
+                "argument 'files': item %zu must be {\"name\": string, \"content\": "
+                "base64 string}",
+                index);
       return -1;
     }
   if (!nsbox_file_name_valid (name, json_string_length (json_object_get (item, "name")), &bad))
@@ -175,7 +179,8 @@ add_input (json_t *item, size_t index, int dir_fd, const char *dir, size_t *tota
   struct nsbox_error *err = NULL;
   if (!spec || nsbox_run_options_set (options, "inputs", spec, &err) < 0)
     {
-      snprintf (why, size, "input '%s': %s", name, err ? nsbox_error_message (err) : "out of memory");
+      snprintf (why, size, "input '%s': %s", name,
+                err ? nsbox_error_message (err) : "out of memory");
       nsbox_error_free (err);
       return -2;
     }
@@ -260,9 +265,9 @@ text_type (const char *name)
   static const struct
   {
     const char *suffix, *type;
-  } types[] = { { ".csv", "text/csv" },         { ".json", "application/json" },
-                { ".html", "text/html" },       { ".md", "text/markdown" },
-                { ".svg", "image/svg+xml" },    { ".xml", "application/xml" },
+  } types[] = { { ".csv", "text/csv" },      { ".json", "application/json" },
+                { ".html", "text/html" },    { ".md", "text/markdown" },
+                { ".svg", "image/svg+xml" }, { ".xml", "application/xml" },
                 { ".py", "text/x-python" } };
   size_t n = strlen (name);
   for (size_t i = 0; i < ARRAY_SIZE (types); i++)
