@@ -18,6 +18,7 @@
 #include "config.h"
 #include "error.h"
 #include "image.h"
+#include "mcp.h"
 #include "nsbox.h"
 #include "client.h"
 #include "pool.h"
@@ -74,6 +75,13 @@ static const struct option serve_options[] = {
   { "pool-max-age", required_argument, NULL, OPT_POOL_MAX_AGE },
   { "pool-refill", required_argument, NULL, OPT_POOL_REFILL },
 };
+static const struct option mcp_options[] = {
+  { "max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT },
+  { "max-queue", required_argument, NULL, OPT_MAX_QUEUE },
+  { "pool-size", required_argument, NULL, OPT_POOL_SIZE },
+  { "pool-max-age", required_argument, NULL, OPT_POOL_MAX_AGE },
+  { "pool-refill", required_argument, NULL, OPT_POOL_REFILL },
+};
 
 struct setting
 {
@@ -90,7 +98,7 @@ struct cli
   size_t nsettings;
   char **command;
   size_t command_len;
-  const struct option *extra; /* run_options or serve_options */
+  const struct option *extra; /* run_options, serve_options or mcp_options */
   size_t n_extra;
   /* The values of the extra options, indexed by option - OPT_SERVER. */
   const char *extra_value[OPT_POOL_REFILL - OPT_SERVER + 1];
@@ -109,6 +117,8 @@ usage (FILE *out)
            "                 [--profile NAME=CONFIG.yaml]... [--max-concurrent N] [--max-queue N]\n"
            "                 [--max-request-bytes SIZE] [--pool-size N] [--pool-max-age T]\n"
            "                 [--pool-refill N]\n"
+           "       nsbox mcp [OPTIONS] [--max-concurrent N] [--max-queue N] [--pool-size N]\n"
+           "                 [--pool-max-age T] [--pool-refill N]\n"
            "       nsbox check-policy FILE\n"
            "       nsbox --version\n\n"
            "Runs the code on stdin in a fresh, single-use sandbox (default command:\n"
@@ -637,6 +647,27 @@ serve_profiles (const struct cli *cli, struct nsbox_serve_profile *profiles, siz
   return 0;
 }
 
+/* The pool options shared with serve: --pool-size, --pool-max-age,
+ * --pool-refill. */
+static int
+pool_settings (const struct cli *cli, nsbox_pool_options *options)
+{
+  cleanup_error struct nsbox_error *err = NULL;
+  static const struct
+  {
+    int opt;
+    const char *key;
+  } pool_keys[] = { { OPT_POOL_SIZE, "size" },
+                    { OPT_POOL_MAX_AGE, "max-age" },
+                    { OPT_POOL_REFILL, "refill-concurrency" } };
+  for (size_t i = 0; i < ARRAY_SIZE (pool_keys); i++)
+    if (extra (cli, pool_keys[i].opt)
+        && nsbox_pool_options_set (options, pool_keys[i].key, extra (cli, pool_keys[i].opt), &err)
+               < 0)
+      return fail ("%s", nsbox_error_message (err));
+  return 0;
+}
+
 static int
 serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
 {
@@ -661,21 +692,7 @@ serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
                      extra (cli, OPT_MAX_REQUEST_BYTES));
       o->max_request_bytes = v;
     }
-  cleanup_error struct nsbox_error *err = NULL;
-  static const struct
-  {
-    int opt;
-    const char *key;
-  } pool_keys[] = { { OPT_POOL_SIZE, "size" },
-                    { OPT_POOL_MAX_AGE, "max-age" },
-                    { OPT_POOL_REFILL, "refill-concurrency" } };
-  for (size_t i = 0; i < ARRAY_SIZE (pool_keys); i++)
-    if (extra (cli, pool_keys[i].opt)
-        && nsbox_pool_options_set (o->pool_options, pool_keys[i].key, extra (cli, pool_keys[i].opt),
-                                   &err)
-               < 0)
-      return fail ("%s", nsbox_error_message (err));
-  return 0;
+  return pool_settings (cli, o->pool_options);
 }
 
 static int
@@ -704,6 +721,49 @@ cmd_serve (int argc, char **argv)
   else
     for (size_t i = 0; i < n; i++)
       nsbox_config_free (profiles[i].config);
+  nsbox_pool_options_free (o.pool_options);
+  return ret;
+}
+
+/* ---- nsbox mcp ---- */
+
+static int
+cmd_mcp (int argc, char **argv)
+{
+  struct cli cli = { .extra = mcp_options, .n_extra = ARRAY_SIZE (mcp_options) };
+  int ret = parse_args (&cli, argc, argv);
+  cleanup_free struct setting *settings = cli.settings;
+  cleanup_free const char **profiles = cli.profiles;
+  if (ret != 0)
+    return ret;
+  if (cli.json)
+    return fail ("--json is not an mcp option: every answer is JSON-RPC");
+  if (cli.command_len > 0)
+    return fail ("nsbox mcp takes no command; set it in the --config file");
+  long ncpu = sysconf (_SC_NPROCESSORS_ONLN);
+  struct nsbox_mcp_options o = { .version = NSBOX_VERSION,
+                                 .max_concurrent = ncpu > 0 ? (uint64_t)ncpu : 2,
+                                 .max_queue = 1024 };
+  if ((extra (&cli, OPT_MAX_CONCURRENT)
+       && set_count ("max-concurrent", extra (&cli, OPT_MAX_CONCURRENT), 1, 256, &o.max_concurrent)
+              != 0)
+      || (extra (&cli, OPT_MAX_QUEUE)
+          && set_count ("max-queue", extra (&cli, OPT_MAX_QUEUE), 0, 65536, &o.max_queue) != 0))
+    return EXIT_NSBOX_FAILED;
+  cleanup_error struct nsbox_error *err = NULL;
+  o.pool_options = nsbox_pool_options_new (&err);
+  if (!o.pool_options)
+    return fail ("%s", nsbox_error_message (err));
+  nsbox_config *config = nsbox_config_new (&err);
+  if (!config)
+    ret = fail ("%s", nsbox_error_message (err));
+  if (ret == 0)
+    ret = pool_settings (&cli, o.pool_options);
+  if (ret == 0)
+    ret = configure (&cli, config);
+  if (ret == 0)
+    ret = nsbox_mcp (TAKE_PTR (config), &o);
+  nsbox_config_free (config);
   nsbox_pool_options_free (o.pool_options);
   return ret;
 }
@@ -742,6 +802,8 @@ main (int argc, char **argv)
     return cmd_run (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "serve") == 0)
     return cmd_serve (argc - 1, argv + 1);
+  if (argc >= 2 && strcmp (argv[1], "mcp") == 0)
+    return cmd_mcp (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "check-policy") == 0)
     return cmd_check_policy (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "--version") == 0)

@@ -10,6 +10,9 @@
 #      failure when NSBOX_TEST_MUST_WORK=1); NSBOX_TEST_RUNSC=0 skips them.
 #   5. $NSBOX_BUILD/tests/hostile (the corpus tests/hostile/*/*.py, library
 #      hygiene, parent death) in the same four passes, when it was built.
+#   6. tests/mcp/run.sh: nsbox mcp through the official MCP SDK client
+#      (node --test), as the invoking user and as the test user. Skipped
+#      when node or npm is missing (a failure when NSBOX_TEST_MUST_WORK=1).
 # Exported to the test binaries: NSBOX_TEST_ROOTFS (tests/fixtures/rootfs.sh),
 # NSBOX_BIN (the nsbox binary, copied where the test user can run it if the
 # build directory is out of its reach) and, for pass 3, NSBOX_TEST_USER.
@@ -270,6 +273,48 @@ if [ -x "$hostile" ]; then
 		fi
 	else
 		skip_pass "hostile as unprivileged test user" "no usable test user (see above)"
+	fi
+fi
+
+# nsbox mcp (tests/mcp): node's TAP summary ("# tests N", "# pass N",
+# "# fail N") gives the counts.
+run_mcp_pass() { # LABEL [VAR=VALUE...]
+	local label="$1" out rc tested=0 passing=0 failing=0 began=$SECONDS
+	shift
+	out="$(mktemp)"
+	tmpdirs+=("$out")
+	printf '\n==== %s ====\n' "$label"
+	set +e
+	env "$@" timeout --kill-after=30 "$pass_timeout" "$here/mcp/run.sh" 2>&1 | tee "$out"
+	rc="${PIPESTATUS[0]}"
+	set -e
+	tested="$(sed -n 's/^# tests \([0-9]*\)$/\1/p' "$out" | tail -n1)"
+	passing="$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out" | tail -n1)"
+	failing="$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out" | tail -n1)"
+	tested="${tested:-0}" passing="${passing:-0}" failing="${failing:-0}"
+	total_passed=$((total_passed + passing))
+	if [ "$rc" -ne 0 ] || [ "$failing" -gt 0 ] || { [ "$tested" -eq 0 ] && [ "$must_work" = 1 ]; }; then
+		any_failed=1
+		[ "$failing" -gt 0 ] || failing=1
+		total_failed=$((total_failed + failing))
+		summary+=("FAIL  $label: exit $rc; tested $tested, passing $passing in $((SECONDS - began)) s")
+	else
+		summary+=("ok    $label: tested $tested, passing $passing in $((SECONDS - began)) s")
+	fi
+}
+
+mcp_label="mcp (node, MCP SDK client)"
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	skip_pass "$mcp_label" "node or npm not installed (tests/fixtures/deps.sh)"
+else
+	run_mcp_pass "$mcp_label as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME
+	if [ -n "${user_bin:-}" ] && as_user test -x "$NSBOX_TEST_ROOTFS/usr/bin/python3"; then
+		# Installed as root first: the test user only reads the cache.
+		"$here/mcp/run.sh" --install-only >/dev/null
+		run_mcp_pass "$mcp_label as $test_user (uid $uid)" -u NSBOX_TEST_RUNTIME \
+			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin"
+	else
+		skip_pass "$mcp_label as unprivileged test user" "no usable test user (see above)"
 	fi
 fi
 

@@ -22,7 +22,8 @@
 # BENCH_N, BENCH_TOOLS (default "nsbox bwrap chroot floor").
 # Then tests/bench/capture.sh: the launcher's memory under an output flood;
 # tests/bench/runsc.sh: the runtime runsc rows; then tests/bench/pool.c:
-# the warm pool's rows.
+# the warm pool's rows; then tests/mcp/bench.mjs: an MCP tools/call round
+# trip to nsbox mcp against a cold chroot python (needs node).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -336,5 +337,20 @@ else
 	else
 		echo "bench: runsc not installed: no pooled runsc row"
 	fi
+fi
+
+# nsbox mcp (tests/mcp/bench.mjs): tools/call print(1) through the MCP SDK
+# client, pool warm, against a cold chroot python, interleaved.
+echo
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+	if modules="$("$here/../mcp/run.sh" --install-only)"; then
+		NSBOX_BIN="$nsbox" NSBOX_TEST_ROOTFS="$rootfs" NSBOX_MCP_NODE_MODULES="$modules" \
+			node "$here/../mcp/bench.mjs" || status=$?
+	else
+		echo "bench: the MCP SDK could not be installed (tests/mcp/run.sh): no mcp row"
+		status=1
+	fi
+else
+	echo "bench: node or npm not installed: no mcp row (tests/fixtures/deps.sh)"
 fi
 exit "$status"
