@@ -15,7 +15,7 @@
 #    from isa-debug-exit: 99 pass, 97 fail, anything else a broken guest.
 # qemu is killed whatever happens to this script.
 #
-# Knobs: NSBOX_VM_TIMEOUT (seconds, default 600); NSBOX_VM_MEMORY (MiB,
+# Knobs: NSBOX_VM_TIMEOUT (seconds, default 900); NSBOX_VM_MEMORY (MiB,
 # default 2048: with less, the heuristic overcommit check refuses the tests'
 # 1 GiB allocations before any cgroup limit is reached); NSBOX_VM_CACHE (guest
 # cache directory); NSBOX_VM_LOG (keep the serial log there); NSBOX_VM_PASSES
@@ -26,7 +26,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(cd "$here/../.." && pwd -P)"
 build_arg="${1:-build}"
-vm_timeout="${NSBOX_VM_TIMEOUT:-600}"
+vm_timeout="${NSBOX_VM_TIMEOUT:-900}"
 vm_memory="${NSBOX_VM_MEMORY:-2048}"
 
 log() { printf 'check-vm: %s\n' "$*" >&2; }
