@@ -251,8 +251,11 @@ load_env_mapping (struct config_loader *loader, const struct config_key *key)
   return r;
 }
 
+/* Each string of a sequence applied to `key` in turn, like a repeated
+ * flag. */
 static int
-load_env_list (struct config_loader *loader, const struct config_key *key)
+load_string_list (struct config_loader *loader, const struct config_key *key, const char *expected,
+                  bool empty_ok)
 {
   for (;;)
     {
@@ -263,10 +266,13 @@ load_env_list (struct config_loader *loader, const struct config_key *key)
         return r;
       if (item.type == YAML_SEQUENCE_END_EVENT)
         return 0;
-      if (item.type != YAML_SCALAR_EVENT)
-        return wrong_type (loader, &item, key->name, "NAME=VALUE strings");
-      if ((r = scalar_text (loader, &item, &text)) < 0
-          || (r = apply_at (loader, &item.start_mark, key, text)) < 0)
+      if (item.type != YAML_SCALAR_EVENT || (!empty_ok && is_null_scalar (&item)))
+        return wrong_type (loader, &item, key->name, expected);
+      if ((r = scalar_text (loader, &item, &text)) < 0)
+        return r;
+      if (!empty_ok && (!text || *text == '\0'))
+        return fail_at (loader, &item.start_mark, xasprintf ("empty entry in '%s'", key->name));
+      if ((r = apply_at (loader, &item.start_mark, key, text)) < 0)
         return r;
     }
 }
@@ -280,7 +286,7 @@ nsbox_config_load_env (struct config_loader *loader, const struct config_key *ke
   if (value->type == YAML_MAPPING_START_EVENT)
     return load_env_mapping (loader, key);
   if (value->type == YAML_SEQUENCE_START_EVENT)
-    return load_env_list (loader, key);
+    return load_string_list (loader, key, "NAME=VALUE strings", true);
   return wrong_type (loader, value, key->name, "a mapping or a list");
 }
 
@@ -293,24 +299,7 @@ nsbox_config_load_list (struct config_loader *loader, const struct config_key *k
     return nsbox_config_load_scalar (loader, key, value);
   if (value->type != YAML_SEQUENCE_START_EVENT)
     return wrong_type (loader, value, key->name, "a list of strings");
-  for (;;)
-    {
-      cleanup_yaml_event yaml_event_t item = { 0 };
-      const char *text = NULL;
-      int r = next_event (loader, &item);
-      if (r < 0)
-        return r;
-      if (item.type == YAML_SEQUENCE_END_EVENT)
-        return 0;
-      if (item.type != YAML_SCALAR_EVENT || is_null_scalar (&item))
-        return wrong_type (loader, &item, key->name, "strings");
-      if ((r = scalar_text (loader, &item, &text)) < 0)
-        return r;
-      if (!text || *text == '\0')
-        return fail_at (loader, &item.start_mark, xasprintf ("empty entry in '%s'", key->name));
-      if ((r = apply_at (loader, &item.start_mark, key, text)) < 0)
-        return r;
-    }
+  return load_string_list (loader, key, "strings", false);
 }
 
 static int

@@ -114,6 +114,53 @@ count_dir (const char *dir)
   return n;
 }
 
+/* base/out, a fresh output directory of the sandbox's user; *base is
+ * removed with everything in it by remove_tree. */
+static char *
+output_dir (char **base)
+{
+  *base = user_dir ();
+  char *dir = path_in (*base, "out");
+  cr_assert (mkdir (dir, 0755) == 0);
+  if (harness_test_user ())
+    cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
+  return dir;
+}
+
+/* Runs `code`, which prints "done", with --output-dir dir: false under
+ * runsc (after checking it refused), else true once it printed. */
+static bool
+run_collecting (enum run_mode mode, const char *code, const char *dir, struct run_out *out)
+{
+  const char *const args[] = { "--output-dir", dir, NULL };
+  run_mode (mode, code, args, out);
+  if (harness_is_runsc ())
+    {
+      assert_refused (out, runsc_refuses_output);
+      return false;
+    }
+  assert_prints (out, "done\n");
+  return true;
+}
+
+static void
+output_dir_free (char *base, char *dir)
+{
+  remove_tree (base);
+  free (dir);
+  free (base);
+}
+
+/* Nothing but the output directory appeared in its parent. */
+static void
+assert_nothing_beside (const char *base)
+{
+  char *beside = list_dir (base);
+  cr_assert (strcmp (beside, "out") == 0, "something was written beside the output dir: %s",
+             beside);
+  free (beside);
+}
+
 /* files[i] of the result, or NULL. */
 static json_t *
 result_file (struct run_out *out, const char *name)
@@ -282,25 +329,16 @@ Test (files, bad_inputs_are_refused_before_any_sandbox, .timeout = 60)
 
 MODE_TEST (files, files_left_in_tmp_out_are_collected_with_their_digests, .timeout = 60)
 {
-  char *base = user_dir ();
-  char *dir = path_in (base, "out");
-  cr_assert (mkdir (dir, 0755) == 0);
-  if (harness_test_user ())
-    cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
+  char *base = NULL, *dir = output_dir (&base);
   const char *code = "import os\n"
                      "open('/tmp/out/hello.txt', 'w').write('hello from the sandbox\\n')\n"
                      "open('/tmp/out/bytes.bin', 'wb').write(bytes(range(256)) * 3)\n"
                      "open('/tmp/out/empty', 'wb').close()\n"
                      "open('/tmp/elsewhere.txt', 'w').write('not collected')\n"
                      "print('done')\n";
-  const char *const args[] = { "--output-dir", dir, NULL };
   struct run_out out;
-  run_mode (*mode, code, args, &out);
-  if (harness_is_runsc ())
-    assert_refused (&out, runsc_refuses_output);
-  else
+  if (run_collecting (*mode, code, dir, &out))
     {
-      assert_prints (&out, "done\n");
       char bin[768];
       for (int i = 0; i < 768; i++)
         bin[i] = (char)(i % 256);
@@ -314,13 +352,8 @@ MODE_TEST (files, files_left_in_tmp_out_are_collected_with_their_digests, .timeo
       RUN_ASSERT (&out, json_array_size (json_object_get (run_json (&out), "files_refused")) == 0,
                   "nothing should be refused");
     }
-  char *beside = list_dir (base);
-  cr_assert (strcmp (beside, "out") == 0, "something was written beside the output dir: %s",
-             beside);
-  free (beside);
-  remove_tree (base);
-  free (dir);
-  free (base);
+  assert_nothing_beside (base);
+  output_dir_free (base, dir);
   run_out_free (&out);
 }
 
@@ -328,11 +361,7 @@ MODE_TEST (files, files_left_in_tmp_out_are_collected_with_their_digests, .timeo
  * nothing is written anywhere but the output directory. */
 MODE_TEST (files, links_and_special_files_are_refused_and_never_followed, .timeout = 60)
 {
-  char *base = user_dir ();
-  char *dir = path_in (base, "out");
-  cr_assert (mkdir (dir, 0755) == 0);
-  if (harness_test_user ())
-    cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
+  char *base = NULL, *dir = output_dir (&base);
   const char *code = "import os, socket\n"
                      "os.chdir('/tmp/out')\n"
                      "open('ok.txt', 'w').write('fine')\n"
@@ -348,14 +377,9 @@ MODE_TEST (files, links_and_special_files_are_refused_and_never_followed, .timeo
                      "open('bad\\nname', 'w').write('x')\n"
                      "open('colon:name', 'w').write('x')\n"
                      "print('done')\n";
-  const char *const args[] = { "--output-dir", dir, NULL };
   struct run_out out;
-  run_mode (*mode, code, args, &out);
-  if (harness_is_runsc ())
-    assert_refused (&out, runsc_refuses_output);
-  else
+  if (run_collecting (*mode, code, dir, &out))
     {
-      assert_prints (&out, "done\n");
       assert_collected (&out, dir, "ok.txt", "fine", 4);
       char *names = list_dir (dir);
       RUN_ASSERT (&out, strcmp (names, "ok.txt") == 0, "the output directory holds: %s", names);
@@ -373,13 +397,8 @@ MODE_TEST (files, links_and_special_files_are_refused_and_never_followed, .timeo
       RUN_ASSERT (&out, json_array_size (json_object_get (run_json (&out), "files")) == 1,
                   "expected ok.txt alone collected");
     }
-  char *beside = list_dir (base);
-  cr_assert (strcmp (beside, "out") == 0, "something was written beside the output dir: %s",
-             beside);
-  free (beside);
-  remove_tree (base);
-  free (dir);
-  free (base);
+  assert_nothing_beside (base);
+  output_dir_free (base, dir);
   run_out_free (&out);
 }
 
@@ -389,52 +408,32 @@ MODE_TEST (files, tmp_out_as_a_link_collects_nothing, .timeout = 60)
   static const char *const targets[] = { "/etc", "/proc/1/root/etc", "/proc/self/cwd" };
   for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
     {
-      char *base = user_dir ();
-      char *dir = path_in (base, "out");
-      cr_assert (mkdir (dir, 0755) == 0);
-      if (harness_test_user ())
-        cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
+      char *base = NULL, *dir = output_dir (&base);
       char code[256];
       snprintf (code, sizeof code,
                 "import os\nos.rmdir('/tmp/out')\nos.symlink('%s', '/tmp/out')\nprint('done')\n",
                 targets[t]);
-      const char *const args[] = { "--output-dir", dir, NULL };
       struct run_out out;
-      run_mode (*mode, code, args, &out);
-      if (harness_is_runsc ())
-        assert_refused (&out, runsc_refuses_output);
-      else
+      if (run_collecting (*mode, code, dir, &out))
         {
-          assert_prints (&out, "done\n");
           RUN_ASSERT (&out, count_dir (dir) == 0, "files were collected through a link to %s",
                       targets[t]);
           assert_refusal (&out, "/tmp/out", "a symbolic link");
         }
-      remove_tree (base);
-      free (dir);
-      free (base);
+      output_dir_free (base, dir);
       run_out_free (&out);
     }
 }
 
 MODE_TEST (files, an_existing_file_in_the_output_dir_is_never_replaced, .timeout = 60)
 {
-  char *base = user_dir ();
-  char *dir = path_in (base, "out");
-  cr_assert (mkdir (dir, 0755) == 0);
+  char *base = NULL, *dir = output_dir (&base);
   char *kept = path_in (dir, "report.txt");
   write_file (kept, "the caller's own", 16);
-  if (harness_test_user ())
-    cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
   const char *code = "open('/tmp/out/report.txt', 'w').write('from the sandbox')\nprint('done')\n";
-  const char *const args[] = { "--output-dir", dir, NULL };
   struct run_out out;
-  run_mode (*mode, code, args, &out);
-  if (harness_is_runsc ())
-    assert_refused (&out, runsc_refuses_output);
-  else
+  if (run_collecting (*mode, code, dir, &out))
     {
-      assert_prints (&out, "done\n");
       assert_refusal (&out, "report.txt", "already exists in output-dir");
     }
   size_t len = 0;
@@ -442,10 +441,8 @@ MODE_TEST (files, an_existing_file_in_the_output_dir_is_never_replaced, .timeout
   cr_assert (now && len == 16 && memcmp (now, "the caller's own", 16) == 0,
              "the existing file was replaced");
   free (now);
-  remove_tree (base);
   free (kept);
-  free (dir);
-  free (base);
+  output_dir_free (base, dir);
   run_out_free (&out);
 }
 
@@ -453,11 +450,7 @@ MODE_TEST (files, an_existing_file_in_the_output_dir_is_never_replaced, .timeout
  * run ends; a 65 MiB file is past the byte cap. */
 MODE_TEST (files, floods_of_files_and_bytes_are_capped, .timeout = 240)
 {
-  char *base = user_dir ();
-  char *dir = path_in (base, "out");
-  cr_assert (mkdir (dir, 0755) == 0);
-  if (harness_test_user ())
-    cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
+  char *base = NULL, *dir = output_dir (&base);
   const char *code = "import os\n"
                      "for i in range(100000):\n"
                      "    with open('/tmp/out/f%06d' % i, 'wb') as f:\n"
@@ -521,9 +514,7 @@ MODE_TEST (files, floods_of_files_and_bytes_are_capped, .timeout = 240)
       RUN_ASSERT (&out, !strstr (names, "big"), "the file past the cap was collected");
       free (names);
     }
-  remove_tree (base);
-  free (dir);
-  free (base);
+  output_dir_free (base, dir);
   run_out_free (&out);
 }
 
@@ -531,11 +522,7 @@ MODE_TEST (files, floods_of_files_and_bytes_are_capped, .timeout = 240)
  * collection: what is collected is complete and matches its digest. */
 MODE_TEST (files, a_file_still_growing_at_the_end_is_collected_whole, .timeout = 60)
 {
-  char *base = user_dir ();
-  char *dir = path_in (base, "out");
-  cr_assert (mkdir (dir, 0755) == 0);
-  if (harness_test_user ())
-    cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
+  char *base = NULL, *dir = output_dir (&base);
   const char *code = "import os, time\n"
                      "if os.fork() == 0:\n"
                      "    os.setsid()\n"
@@ -544,14 +531,9 @@ MODE_TEST (files, a_file_still_growing_at_the_end_is_collected_whole, .timeout =
                      "        f.write(b'x' * 4096)\n"
                      "time.sleep(0.3)\n"
                      "print('done')\n";
-  const char *const args[] = { "--output-dir", dir, NULL };
   struct run_out out;
-  run_mode (*mode, code, args, &out);
-  if (harness_is_runsc ())
-    assert_refused (&out, runsc_refuses_output);
-  else
+  if (run_collecting (*mode, code, dir, &out))
     {
-      assert_prints (&out, "done\n");
       char *path = path_in (dir, "grow.log");
       size_t len = 0;
       char *bytes = read_file (path, &len);
@@ -570,9 +552,7 @@ MODE_TEST (files, a_file_still_growing_at_the_end_is_collected_whole, .timeout =
       free (bytes);
       free (path);
     }
-  remove_tree (base);
-  free (dir);
-  free (base);
+  output_dir_free (base, dir);
   run_out_free (&out);
 }
 
@@ -602,12 +582,8 @@ Test (files, a_missing_or_unwritable_output_dir_is_refused, .timeout = 30)
 
 Test (files, a_pooled_run_collects_warm_and_takes_inputs_cold, .timeout = 120)
 {
-  char *base = user_dir ();
-  char *dir = path_in (base, "out"), *input = path_in (base, "in.txt");
-  cr_assert (mkdir (dir, 0755) == 0);
+  char *base = NULL, *dir = output_dir (&base), *input = path_in (base, "in.txt");
   write_file (input, "pooled input", 12);
-  if (harness_test_user ())
-    cr_assert (chown (dir, sandbox_host_uid (), sandbox_host_gid ()) == 0);
   struct pool_job job;
   pool_start (NULL, 1, &job);
   const char *const out_opts[] = { "output-dir", dir, NULL };
@@ -637,10 +613,8 @@ Test (files, a_pooled_run_collects_warm_and_takes_inputs_cold, .timeout = 120)
     }
   run_out_free (&out);
   pool_stop (&job);
-  remove_tree (base);
-  free (dir);
   free (input);
-  free (base);
+  output_dir_free (base, dir);
 }
 
 Test (files, a_server_profile_may_not_share_the_hosts_files, .timeout = 60)
@@ -700,20 +674,20 @@ Test (files, fds_held_in_flight_by_one_program_do_not_stop_another_sandbox, .tim
   harness_scaled_duration (60, timeout, sizeof timeout);
   char code[1024];
   snprintf (code, sizeof code,
-            "import os, resource, socket, time\n"
+            "import errno, os, resource, socket, time\n"
             "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
             "resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\n"
             "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
             "a.setblocking(False)\n"
             "fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(200)]\n"
-            "n = 0\n"
+            "n, why = 0, ''\n"
             "try:\n"
             "    while n < 100000:\n"
             "        socket.send_fds(a, [b'x'], fds)\n"
             "        n += len(fds)\n"
-            "except OSError:\n"
-            "    pass\n"
-            "print(n, flush=True)\n"
+            "except OSError as e:\n"
+            "    why = errno.errorcode.get(e.errno, '')\n"
+            "print(n, why, flush=True)\n"
             "time.sleep(%.1f)\n",
             harness_scaled (8));
   const char *const args[] = { "--timeout", timeout, NULL };
@@ -756,9 +730,15 @@ Test (files, fds_held_in_flight_by_one_program_do_not_stop_another_sandbox, .tim
                  && strcmp (said, "B ran\n") == 0,
              "a sandbox started while another held fds in flight failed (status %#x): %s", status,
              said ? said : "(no output)");
-  /* The attack was real: far more in flight than B's launcher allows. */
+  /* The attack was real: far more in flight than B's launcher allows (or
+   * already so many, from another program of the same user, that the
+   * kernel refused the holder's first send). */
   if (!harness_is_runsc ())
-    RUN_ASSERT (&out, atol (run_stdout (&out, &len)) > 2048, "the holder queued too few fds");
+    {
+      const char *said_a = run_stdout (&out, &len);
+      RUN_ASSERT (&out, atol (said_a) > 2048 || strstr (said_a, "ETOOMANYREFS"),
+                  "the holder queued too few fds");
+    }
   free (said);
   remove_tree (dir);
   free (result);
