@@ -31,19 +31,25 @@ health_says (struct serve_job *s, const char *needle)
   return yes;
 }
 
-/* Waits until the default profile's pool has `n` entries ready (from
+/* Waits until the pool of `profile` has `n` entries ready (from
  * /v1/health). */
+static void
+wait_profile (struct serve_job *s, const char *profile, int n)
+{
+  char want[128];
+  snprintf (want, sizeof want, "\"%s\":{\"ready\":%d", profile, n);
+  for (double waited = 0; !health_says (s, want); waited += 0.02)
+    {
+      cr_assert (waited < harness_scaled (30),
+                 "the server's pool '%s' did not reach %d ready entries", profile, n);
+      sleep_seconds (0.02);
+    }
+}
+
 static void
 wait_pool (struct serve_job *s, int n)
 {
-  char want[64];
-  snprintf (want, sizeof want, "\"default\":{\"ready\":%d", n);
-  for (double waited = 0; !health_says (s, want); waited += 0.02)
-    {
-      cr_assert (waited < harness_scaled (30), "the server's pool did not reach %d ready entries",
-                 n);
-      sleep_seconds (0.02);
-    }
+  wait_profile (s, "default", n);
 }
 
 static void
@@ -108,10 +114,15 @@ Test (serve, the_seed_behaviours_and_limits_hold_through_the_server, .timeout = 
             "try:\n    s.connect(('127.0.0.1', %u))\n    print('connected')\n"
             "except OSError:\n    print('refused')\n",
             (unsigned)port);
+  /* Each run waits for a warm entry: a cold start under runsc, slowed by
+   * the refills around it, could eat the short timeout the loop needs. */
+  wait_pool (&s, 1);
   serve_run (&s, code, NULL, &net);
   assert_prints (&net, "refused\n");
+  assert_served_warm (&net);
   RUN_ASSERT (&net, !listener_was_connected (listener), "the host listener saw a connection");
 
+  wait_pool (&s, 1);
   serve_run (&s,
              "try:\n    open('/served-hacked.txt', 'w').write('pwned')\n    print('written')\n"
              "except OSError as e:\n    print('errno', e.errno)\n",
@@ -121,13 +132,18 @@ Test (serve, the_seed_behaviours_and_limits_hold_through_the_server, .timeout = 
     unlink (host_path);
   assert_prints (&ro, "errno 30\n");
   RUN_ASSERT (&ro, !appeared, "'%s' appeared on the host", host_path);
+  assert_served_warm (&ro);
 
+  wait_pool (&s, 1);
   serve_run (&s, "while True: pass\n", NULL, &loop);
+  assert_served_warm (&loop);
   RUN_ASSERT (&loop, loop.exit_status == 124 && run_json_bool (&loop, "timed_out"),
               "the infinite loop must end in a timeout (exit 124)");
 
   const char *const small[] = { "--max-output-bytes", "1000", NULL };
+  wait_pool (&s, 1);
   serve_run (&s, "print('x' * 1000000)\n", small, &flood);
+  assert_served_warm (&flood);
   size_t len = 0;
   run_stdout (&flood, &len);
   /* 1000001 bytes written: 500 kept at each end, the marker between. */
@@ -138,19 +154,23 @@ Test (serve, the_seed_behaviours_and_limits_hold_through_the_server, .timeout = 
               "stdout must be capped at 1000 bytes (got %zu)", len);
 
   const char *const mem_profile[] = { "--profile", "mem", NULL };
+  wait_profile (&s, "mem", 1);
   serve_run (&s,
              "b = bytearray(256 * 1024 * 1024)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n"
              "print('allocated')\n",
              mem_profile, &m);
+  assert_served_warm (&m);
   RUN_ASSERT (&m, m.exit_status != 0 && !strstr (run_stdout (&m, NULL), "allocated"),
               "256 MiB must not fit in the 64m profile");
 
   const char *const pids_profile[] = { "--profile", "pids", NULL };
+  wait_profile (&s, "pids", 1);
   serve_run (&s,
              "import os, time\nn = 0\nfor i in range(40):\n    try:\n"
              "        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n"
              "        n += 1\n    except OSError:\n        break\nprint(n)\n",
              pids_profile, &p);
+  assert_served_warm (&p);
   long forked = strtol (run_stdout (&p, NULL), NULL, 10);
   RUN_ASSERT (&p, p.exit_status == 0 && forked < 16,
               "pids-limit 16 must stop the forks (%ld succeeded)", forked);
