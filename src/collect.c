@@ -12,56 +12,16 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
-#include "dl.h"
+#include "digest.h"
 #include "error.h"
 #include "files.h"
 #include "result.h"
-
-/* ---- SHA-256 from libcrypto, loaded the first time a file is collected ---- */
-
-static struct
-{
-  __typeof__ (EVP_MD_CTX_new) *ctx_new;
-  __typeof__ (EVP_MD_CTX_free) *ctx_free;
-  __typeof__ (EVP_sha256) *sha256;
-  __typeof__ (EVP_DigestInit_ex) *init;
-  __typeof__ (EVP_DigestUpdate) *update;
-  __typeof__ (EVP_DigestFinal_ex) *final;
-} crypto;
-static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
-static int crypto_status;
-static char crypto_why[256];
-
-static void
-crypto_load (void)
-{
-  const struct nsbox_dl_symbol symbols[] = {
-    { "EVP_MD_CTX_new", (void **)&crypto.ctx_new },
-    { "EVP_MD_CTX_free", (void **)&crypto.ctx_free },
-    { "EVP_sha256", (void **)&crypto.sha256 },
-    { "EVP_DigestInit_ex", (void **)&crypto.init },
-    { "EVP_DigestUpdate", (void **)&crypto.update },
-    { "EVP_DigestFinal_ex", (void **)&crypto.final },
-  };
-  crypto_status = nsbox_dl_load ("libcrypto.so.3", symbols, ARRAY_SIZE (symbols), crypto_why,
-                                 sizeof crypto_why);
-}
-
-static void
-ctxfreep (EVP_MD_CTX **ctx)
-{
-  if (*ctx)
-    crypto.ctx_free (*ctx);
-}
 
 /* ---- the result's lists ---- */
 
@@ -152,10 +112,10 @@ kind_refused (mode_t mode)
 /* Copies at most `size` bytes (what fstat said: a file is never read past
  * it) from `from` to `to`, hashing them. *copied gets how many. */
 static int
-copy_hashing (int from, int to, uint64_t size, uint64_t *copied, char hex[65])
+copy_hashing (int from, int to, uint64_t size, uint64_t *copied, char hex[NSBOX_SHA256_HEX])
 {
-  __attribute__ ((cleanup (ctxfreep))) EVP_MD_CTX *ctx = crypto.ctx_new ();
-  if (!ctx || crypto.init (ctx, crypto.sha256 (), NULL) != 1)
+  __attribute__ ((cleanup (nsbox_sha256_free))) struct nsbox_sha256 h = { NULL };
+  if (nsbox_sha256_init (&h, NULL) < 0)
     return -ENOMEM;
   char buf[65536];
   uint64_t done = 0;
@@ -171,16 +131,12 @@ copy_hashing (int from, int to, uint64_t size, uint64_t *copied, char hex[65])
         break;
       if (nsbox_write_all (to, buf, (size_t)n) < 0)
         return -errno;
-      if (crypto.update (ctx, buf, (size_t)n) != 1)
+      if (nsbox_sha256_update (&h, buf, (size_t)n) < 0)
         return -ENOMEM;
       done += (uint64_t)n;
     }
-  unsigned char digest[32];
-  unsigned int len = 0;
-  if (crypto.final (ctx, digest, &len) != 1 || len != sizeof digest)
+  if (nsbox_sha256_final (&h, hex) < 0)
     return -ENOMEM;
-  for (size_t i = 0; i < sizeof digest; i++)
-    snprintf (hex + 2 * i, 3, "%02x", digest[i]);
   *copied = done;
   return 0;
 }
@@ -243,7 +199,7 @@ collect_one (int out_fd, int dir_fd, const char *name, struct collect *c)
       return add_refusal (c, name, reason);
     }
   uint64_t copied = 0;
-  char hex[65] = "";
+  char hex[NSBOX_SHA256_HEX] = "";
   int r = copy_hashing (from, to, size, &copied, hex);
   if (r < 0)
     {
@@ -301,9 +257,12 @@ read_names (int out_fd, char ***names, size_t *n, uint64_t *more)
 int
 nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct nsbox_error **err)
 {
-  pthread_once (&crypto_once, crypto_load);
-  if (crypto_status < 0)
-    return nsbox_error_set (err, -crypto_status, "collect outputs: %s", crypto_why);
+  /* libcrypto must load before anything is copied. */
+  struct nsbox_sha256 probe;
+  int loaded = nsbox_sha256_init (&probe, err);
+  if (loaded < 0)
+    return loaded;
+  nsbox_sha256_free (&probe);
   struct collect c = { res, 0, NSBOX_OUTPUTS_BYTES_MAX, NSBOX_OUTPUTS_MAX };
   char reason[160];
   cleanup_close int out_fd = open_beneath (tmp_fd, "out", O_RDONLY | O_DIRECTORY);
