@@ -462,8 +462,7 @@ get_output_dir (const nsbox_config *config)
 }
 
 static int
-set_strict (nsbox_config *config, const struct config_key *key, const char *value,
-            struct nsbox_error **err)
+set_boolean (bool *field, const struct config_key *key, const char *value, struct nsbox_error **err)
 {
   static const struct
   {
@@ -476,16 +475,83 @@ set_strict (nsbox_config *config, const struct config_key *key, const char *valu
   for (size_t i = 0; i < ARRAY_SIZE (words); i++)
     if (strcasecmp (value, words[i].text) == 0)
       {
-        config->strict = words[i].value;
+        *field = words[i].value;
         return 0;
       }
   return invalid_value (err, key->name, value, key->expected);
+}
+
+static int
+set_strict (nsbox_config *config, const struct config_key *key, const char *value,
+            struct nsbox_error **err)
+{
+  return set_boolean (&config->strict, key, value, err);
 }
 
 static char *
 get_strict (const nsbox_config *config)
 {
   return strdup (config->strict ? "true" : "false");
+}
+
+/* `audit-log`: a path, or fd:N for a descriptor the caller keeps open. */
+static int
+set_audit_log (nsbox_config *config, const struct config_key *key, const char *value,
+               struct nsbox_error **err)
+{
+  if (strncmp (value, "fd:", 3) == 0)
+    {
+      uint64_t fd;
+      if (nsbox_parse_count (value + 3, &fd) < 0 || fd > INT32_MAX)
+        return invalid_value (err, key->name, value, key->expected);
+    }
+  return replace_string (&config->audit_log, value, true, err);
+}
+
+static char *
+get_audit_log (const nsbox_config *config)
+{
+  return strdup (config->audit_log ? config->audit_log : "");
+}
+
+static int
+set_audit_code (nsbox_config *config, const struct config_key *key, const char *value,
+                struct nsbox_error **err)
+{
+  return set_boolean (&config->audit_code, key, value, err);
+}
+
+static char *
+get_audit_code (const nsbox_config *config)
+{
+  return strdup (config->audit_code ? "true" : "false");
+}
+
+bool
+nsbox_session_valid (const char *value)
+{
+  size_t len = strlen (value);
+  if (len == 0 || len > NSBOX_SESSION_MAX)
+    return false;
+  for (size_t i = 0; i < len; i++)
+    if (!isalnum ((unsigned char)value[i]) && !strchr ("._:@+=/-", value[i]))
+      return false;
+  return true;
+}
+
+static int
+set_session (nsbox_config *config, const struct config_key *key, const char *value,
+             struct nsbox_error **err)
+{
+  if (*value && !nsbox_session_valid (value))
+    return invalid_value (err, key->name, value, key->expected);
+  return replace_string (&config->session, value, true, err);
+}
+
+static char *
+get_session (const nsbox_config *config)
+{
+  return strdup (config->session ? config->session : "");
 }
 
 static int
@@ -585,7 +651,16 @@ get_store (const nsbox_config *config)
   X (pull, "pull", 0, nsbox_config_load_scalar,                                                    \
      "pull the image: missing, always or never (default missing)", "missing, always or never")     \
   X (store, "store", KEY_NULLABLE, nsbox_config_load_scalar,                                       \
-     "image store directory (default $NSBOX_STORE, else the per-user cache)", "a directory")
+     "image store directory (default $NSBOX_STORE, else the per-user cache)", "a directory")       \
+  X (audit_log, "audit-log", KEY_NULLABLE, nsbox_config_load_scalar,                               \
+     "append a JSON Lines record of each run to this file, or fd:N (default unset)",               \
+     "a file path or fd:N")                                                                        \
+  X (audit_code, "audit-code", KEY_BOOLEAN, nsbox_config_load_scalar,                              \
+     "the audit record also holds the code and its output (default false)",                        \
+     "true, false, yes, no, 1 or 0")                                                               \
+  X (session, "session", KEY_NULLABLE, nsbox_config_load_scalar,                                   \
+     "the caller's session id, written in the audit log (default unset)",                          \
+     "1 to 128 letters, digits and ._:@+=/-")
 
 #define KEY_INFO(id, name, flags, load, help, expected)                                            \
   { name, help, ((flags)&KEY_BOOLEAN) != 0, ((flags)&KEY_REPEATABLE) != 0 },
@@ -645,6 +720,8 @@ nsbox_config_free (nsbox_config *config)
   free (config->output_dir);
   free (config->seccomp_policy);
   free (config->store);
+  free (config->audit_log);
+  free (config->session);
   nsbox_strv_free (config->base_env);
   free (config);
 }
@@ -729,6 +806,8 @@ nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
   copy->seccomp_policy = strdup_or_null (config->seccomp_policy, &failed);
   copy->store = strdup_or_null (config->store, &failed);
   copy->output_dir = strdup_or_null (config->output_dir, &failed);
+  copy->audit_log = strdup_or_null (config->audit_log, &failed);
+  copy->session = strdup_or_null (config->session, &failed);
   copy->inputs = NULL;
   if (config->inputs
       && !(copy->inputs = nsbox_strv_dup ((const char *const *)config->inputs, config->inputs_len)))

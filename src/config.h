@@ -47,6 +47,9 @@ struct nsbox_config
   char *seccomp_policy; /* path of a policy YAML; NULL: the built-in one */
   enum nsbox_pull_policy pull;
   char *store;     /* image store directory; NULL: $NSBOX_STORE or the default */
+  char *audit_log; /* JSON Lines audit log: a path, or "fd:N"; NULL: none */
+  bool audit_code; /* the audit record holds the code and its output */
+  char *session;   /* the caller's session id, for the audit log; or NULL */
   char **base_env; /* an image's Env resolved outside the library (the CLI), or NULL */
   size_t base_env_len;
 };
@@ -61,6 +64,10 @@ struct nsbox_key_info
   bool repeatable;
 };
 const struct nsbox_key_info *nsbox_config_keys (void) NSBOX_INTERNAL;
+
+/* A session id: 1 to NSBOX_SESSION_MAX letters, digits and ._:@+=/- */
+#define NSBOX_SESSION_MAX 128
+bool nsbox_session_valid (const char *value) NSBOX_INTERNAL;
 
 /* Replaces the base environment (NAME=VALUE strings) that the configured
  * `env` is added to; NULL restores the bare-rootfs default. */

@@ -281,15 +281,20 @@ Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
     "seccomp-policy",
     "pull",
     "store",
+    "audit-log",
+    "audit-code",
+    "session",
   };
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   size_t count = 0;
   for (; keys[count].name; count++)
     {
+      cr_assert_lt (count, ARRAY_SIZE (names), "key '%s' is not in the list", keys[count].name);
       cr_expect_str_eq (keys[count].name, names[count]);
       cr_expect_not_null (keys[count].help);
       cr_expect_gt (strlen (keys[count].help), 10, "'%s' has no help", keys[count].name);
-      bool boolean = strcmp (keys[count].name, "strict") == 0;
+      bool boolean = strcmp (keys[count].name, "strict") == 0
+                     || strcmp (keys[count].name, "audit-code") == 0;
       bool repeatable = strcmp (keys[count].name, "env") == 0
                         || strcmp (keys[count].name, "command") == 0
                         || strcmp (keys[count].name, "inputs") == 0;
@@ -380,6 +385,13 @@ Test (config, every_key_reads_back_what_was_set, .timeout = 5)
     { "strict", "0", "false" },
     { "seccomp-policy", "/etc/nsbox/p.yaml", "/etc/nsbox/p.yaml" },
     { "seccomp-policy", "", "" },
+    { "audit-log", "/var/log/nsbox/audit.log", "/var/log/nsbox/audit.log" },
+    { "audit-log", "fd:3", "fd:3" },
+    { "audit-log", "", "" },
+    { "audit-code", "yes", "true" },
+    { "audit-code", "false", "false" },
+    { "session", "agent-7:conv/42@host.example+x=y_z", "agent-7:conv/42@host.example+x=y_z" },
+    { "session", "", "" },
   };
   nsbox_config *config = new_config ();
   for (size_t i = 0; i < ARRAY_SIZE (cases); i++)
@@ -438,6 +450,18 @@ Test (config, bad_values_are_rejected_and_change_nothing, .timeout = 5)
     { "env", "A-B=x", NULL },
     { "env", "", NULL },
     { "env", "\xc3\xa9=x", NULL },
+    { "audit-log", "fd:", NULL },
+    { "audit-log", "fd:x", NULL },
+    { "audit-log", "fd:-1", NULL },
+    { "audit-log", "fd:2147483648", NULL },
+    { "audit-code", "sometimes", NULL },
+    { "session", "has space", NULL },
+    { "session", "new\nline", NULL },
+    { "session", "caf\xc3\xa9", NULL },
+    { "session",
+      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+      NULL },
   };
   nsbox_config *config = new_config ();
   nsbox_config *before = nsbox_config_dup (config, NULL);
