@@ -41,7 +41,11 @@ extern "C"
    * the CLI flags and the JSON result: image, rootfs, pull, store, runtime,
    * timeout, memory, cpus, pids-limit, max-output-bytes, output-capture,
    * tmp-size, network, user, env, command, inputs, output-dir, strict,
-   * seccomp-policy, pull, store. */
+   * seccomp-policy, pull, store, audit-log, audit-code, session.
+   * With audit-log set, nsbox_run and nsbox_pool_run append one
+   * hash-chained JSON Lines record per run (README.md, "The audit log"); a
+   * log that cannot be opened fails the run before a sandbox starts, and a
+   * record that cannot be written fails a run that ended (-errno). */
   typedef struct nsbox_config nsbox_config;
 
   /* A configuration holding the built-in defaults. */
@@ -219,7 +223,8 @@ extern "C"
                                    nsbox_pool **pool, struct nsbox_error **err);
 
   /* Per-run options for a pooled run: "timeout" and "max-output-bytes",
-   * which may only be lower than the pool's; "inputs" ("PATH[:NAME]", each
+   * which may only be lower than the pool's; "session" (the audit log's
+   * session id for this run); "inputs" ("PATH[:NAME]", each
    * call adds one; a run with inputs is served cold, as its sandbox needs
    * them from its start) and "output-dir" (native runtime only). Every
    * other configuration key needs a different sandbox and is refused

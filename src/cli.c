@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "config.h"
 #include "error.h"
 #include "image.h"
@@ -120,6 +121,7 @@ usage (FILE *out)
            "       nsbox mcp [OPTIONS] [--max-concurrent N] [--max-queue N] [--pool-size N]\n"
            "                 [--pool-max-age T] [--pool-refill N]\n"
            "       nsbox check-policy FILE\n"
+           "       nsbox audit verify FILE\n"
            "       nsbox --version\n\n"
            "Runs the code on stdin in a fresh, single-use sandbox (default command:\n"
            "python -). Precedence: built-in defaults < --config FILE < flags.\n\n"
@@ -789,6 +791,24 @@ cmd_check_policy (int argc, char **argv)
   return 0;
 }
 
+/* `nsbox audit verify FILE`: 0 when the chain is intact, 1 naming the
+ * first broken record, 125 when the file cannot be read. */
+static int
+cmd_audit (int argc, char **argv)
+{
+  if (argc != 3 || strcmp (argv[1], "verify") != 0)
+    return fail ("usage: nsbox audit verify FILE");
+  size_t records = 0;
+  cleanup_error struct nsbox_error *err = NULL;
+  if (nsbox_audit_verify (argv[2], &records, &err) < 0)
+    {
+      int status = fail ("audit log '%s': %s", argv[2], nsbox_error_message (err));
+      return nsbox_error_errno (err) == EBADMSG ? 1 : status;
+    }
+  printf ("%s: %zu records, chain intact\n", argv[2], records);
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -804,6 +824,8 @@ main (int argc, char **argv)
     return cmd_serve (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "mcp") == 0)
     return cmd_mcp (argc - 1, argv + 1);
+  if (argc >= 2 && strcmp (argv[1], "audit") == 0)
+    return cmd_audit (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "check-policy") == 0)
     return cmd_check_policy (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "--version") == 0)

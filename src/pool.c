@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "config.h"
 #include "error.h"
 #include "files.h"
@@ -71,6 +72,8 @@ struct nsbox_run_options
   char **inputs; /* "PATH:NAME": the run is served cold with them */
   size_t inputs_len;
   char *output_dir; /* NULL: the pool's */
+  char *session;    /* NULL: the pool's */
+  char *client;     /* who asked (a server's client), for the audit log */
 };
 
 struct entry
@@ -265,6 +268,17 @@ nsbox_run_options_new (struct nsbox_error **err)
   return o;
 }
 
+int
+nsbox_run_options_set_client (nsbox_run_options *options, const char *client)
+{
+  char *copy = client ? strdup (client) : NULL;
+  if (client && !copy)
+    return -ENOMEM;
+  free (options->client);
+  options->client = copy;
+  return 0;
+}
+
 void
 nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd, bool half_close_is_gone)
 {
@@ -279,6 +293,8 @@ nsbox_run_options_free (nsbox_run_options *options)
     return;
   nsbox_strv_free (options->inputs);
   free (options->output_dir);
+  free (options->session);
+  free (options->client);
   free (options);
 }
 
@@ -328,6 +344,20 @@ nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
     }
   if (strcmp (key, "inputs") == 0)
     return add_input (o, value, err);
+  if (strcmp (key, "session") == 0)
+    {
+      if (!nsbox_session_valid (value))
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value for key 'session': expected 1 to %d letters, "
+                                "digits and ._:@+=/-",
+                                NSBOX_SESSION_MAX);
+      char *copy = strdup (value);
+      if (!copy)
+        return nsbox_error_oom (err);
+      free (o->session);
+      o->session = copy;
+      return 0;
+    }
   if (strcmp (key, "output-dir") == 0)
     {
       if (!*value)
@@ -914,7 +944,22 @@ nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
 {
   int old;
   pthread_setcancelstate (PTHREAD_CANCEL_DISABLE, &old);
-  int r = pool_run (p, code, code_len, options, out, warm, err);
+  struct nsbox_audit_run audit = {
+    .session = options ? options->session : NULL,
+    .client = options ? options->client : NULL,
+    .code = code,
+    .code_len = code_len,
+    .started_ms = nsbox_realtime_ms (),
+  };
+  int audit_fd = -1;
+  int r = p ? nsbox_audit_open (p->config, &audit_fd, err) : 0;
+  if (r >= 0)
+    {
+      struct nsbox_error *run_err = NULL;
+      r = pool_run (p, code, code_len, options, out, warm, &run_err);
+      r = nsbox_audit_after (audit_fd, p->config, &audit, r, out, &run_err);
+      nsbox_error_pass (err, run_err);
+    }
   pthread_setcancelstate (old, NULL);
   return r;
 }

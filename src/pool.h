@@ -25,6 +25,9 @@ void nsbox_pool_get_stats (nsbox_pool *pool, struct nsbox_pool_stats *stats) NSB
  * client's connection); the run then fails with ECANCELED. half_close_is_gone:
  * a shutdown of the peer's sending side counts as a hang-up too (TCP, where
  * a closed peer shows only that until a write fails). */
+/* Who asked for the run (a server's client), for the audit log. */
+int nsbox_run_options_set_client (nsbox_run_options *options, const char *client) NSBOX_INTERNAL;
+
 void nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd,
                                       bool half_close_is_gone) NSBOX_INTERNAL;
 

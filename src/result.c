@@ -458,8 +458,8 @@ refused_value (const nsbox_result *result)
 
 /* The key order is part of the documented format, so members are added in
  * that order and dumped with JSON_PRESERVE_ORDER. */
-static json_t *
-result_value (const nsbox_result *result)
+json_t *
+nsbox_result_value (const nsbox_result *result)
 {
   size_t stdout_len = 0, stderr_len = 0;
   const char *stdout_bytes = nsbox_result_stdout (result, &stdout_len);
@@ -541,7 +541,7 @@ nsbox_result_to_json (const nsbox_result *result, struct nsbox_error **err)
       return NULL;
     }
 
-  cleanup_json json_t *object = result_value (result);
+  cleanup_json json_t *object = nsbox_result_value (result);
   if (!object)
     {
       nsbox_error_sys (err, ENOMEM, "encode result as json");

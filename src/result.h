@@ -49,6 +49,7 @@ struct nsbox_result
   size_t n_files;
   struct nsbox_result_refusal *refused;
   size_t n_refused;
+  char policy_sha256[65]; /* the seccomp filter's BPF digest, when audited; "" otherwise */
 };
 
 /* Copies `len` bytes as valid UTF-8 into a new NUL-terminated buffer:
@@ -61,6 +62,10 @@ char *nsbox_printable (const char *text) NSBOX_INTERNAL;
 
 /* "SIGKILL", "SIGRTMIN+2", "SIG99": the name the JSON result gives. */
 void nsbox_signal_name (int sig, char *name, size_t size) NSBOX_INTERNAL;
+
+/* The JSON result as a jansson object (a new reference; NULL when out of
+ * memory), members in their documented order. */
+struct json_t *nsbox_result_value (const nsbox_result *result) NSBOX_INTERNAL;
 
 /* A result rebuilt from its JSON form (a server's answer), so that it is
  * shown exactly as a local one. -EBADMSG when a required member (exit_code,

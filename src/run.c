@@ -27,6 +27,8 @@
 #include "limit.h"
 #include "result.h"
 #include "runsc.h"
+#include "audit.h"
+#include "digest.h"
 #include "sandbox.h"
 #include "seccomp.h"
 #include "spawn.h"
@@ -47,6 +49,7 @@ struct nsbox_launch
   char **envp;
   struct nsbox_image image; /* held while the image runs: no gc under it */
   bool own_bpf;
+  char policy_sha256[NSBOX_SHA256_HEX]; /* of the BPF program, for the audit log */
   struct nsbox_pipes pipes;
   int sync_fd; /* native: the launcher's end, where init's /tmp fd waits */
   enum nsbox_runtime runtime;
@@ -254,6 +257,18 @@ prepare_filter (struct nsbox_launch *r, const struct nsbox_config *c, struct nsb
   return 0;
 }
 
+/* The audit log names the filter by the SHA-256 of the BPF program the
+ * sandbox installs: what was enforced, whatever policy text it came from. */
+static int
+hash_filter (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox_error **err)
+{
+  if (!c->audit_log)
+    return 0;
+  int ret = nsbox_sha256_hex (r->plan.bpf.insns, r->plan.bpf.len * sizeof *r->plan.bpf.insns,
+                              r->policy_sha256, err);
+  return ret < 0 ? nsbox_error_prefix (err, "audit log: seccomp filter digest") : 0;
+}
+
 /* Fields first..first+n-1 (numbered as in proc(5)) of a /proc/PID/stat
  * file into out; false unless all are there. */
 static bool
@@ -298,6 +313,7 @@ prepare_plan (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox
     return ret;
   ret = check_rootfs (r, c->rootfs ? c->rootfs : r->image.rootfs, c->inputs_len > 0, err);
   if (ret < 0 || (ret = build_env (r, c, err)) < 0 || (ret = prepare_filter (r, c, err)) < 0
+      || (ret = hash_filter (r, c, err)) < 0
       || (ret = nsbox_inputs_open (c->inputs, c->inputs_len, &r->plan.inputs, err)) < 0)
     return ret;
   r->plan.argv = c->command;
@@ -534,6 +550,7 @@ nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
   for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
     res->limits[i] = r->limits.mech[i];
   res->runtime = nsbox_launch_runtime (r);
+  memcpy (res->policy_sha256, r->policy_sha256, sizeof res->policy_sha256);
   launch_release (r);
   return ret;
 }
@@ -736,7 +753,20 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
 {
   int old;
   pthread_setcancelstate (PTHREAD_CANCEL_DISABLE, &old);
-  int r = run_cold (c, code, code_len, out, err);
+  struct nsbox_audit_run audit = {
+    .code = code,
+    .code_len = code_len,
+    .started_ms = nsbox_realtime_ms (),
+  };
+  int audit_fd = -1;
+  int r = c ? nsbox_audit_open (c, &audit_fd, err) : 0;
+  if (r >= 0)
+    {
+      struct nsbox_error *run_err = NULL;
+      r = run_cold (c, code, code_len, out, &run_err);
+      r = nsbox_audit_after (audit_fd, c, &audit, r, out, &run_err);
+      nsbox_error_pass (err, run_err);
+    }
   pthread_setcancelstate (old, NULL);
   return r;
 }

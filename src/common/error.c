@@ -128,3 +128,12 @@ nsbox_error_free (struct nsbox_error *error)
   free (error->message);
   free (error);
 }
+
+void
+nsbox_error_pass (struct nsbox_error **err, struct nsbox_error *e)
+{
+  if (err && !*err)
+    *err = e;
+  else
+    nsbox_error_free (e);
+}

@@ -29,6 +29,10 @@ int nsbox_error_prefix (struct nsbox_error **err, const char *fmt, ...)
 int nsbox_error_append (struct nsbox_error **err, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3))) NSBOX_INTERNAL;
 
+/* Hands `e` to the caller: into *err when it wants one and has none yet,
+ * else frees it. */
+void nsbox_error_pass (struct nsbox_error **err, struct nsbox_error *e) NSBOX_INTERNAL;
+
 /* "out of memory" with ENOMEM; returns -ENOMEM. */
 int nsbox_error_oom (struct nsbox_error **err) NSBOX_INTERNAL;
 

@@ -1,0 +1,552 @@
+/* The audit log.
+ *
+ * A record is one line of compact JSON. Its last members are "prev" (the
+ * hash of the record before it, or null where a chain starts, with "chain"
+ * saying why) and "hash": the SHA-256 of the line's text up to "hash",
+ * closed with '}'. So every record ends with the same 75 bytes,
+ * ,"hash":"<64 hex digits>"}, and the next writer finds the hash it chains
+ * to by reading only the end of the file, whatever the size of the record.
+ *
+ * Writers, threads of one process or separate processes, serialise on an
+ * exclusive flock of the file (and a mutex: a flock is per open file
+ * description, which threads share): under it a writer reads the last
+ * hash, then appends its record in one write(2) to a descriptor opened
+ * with O_APPEND. The log is opened anew for every run, so a log that
+ * logrotate renamed is left alone and the next run starts a new file (its
+ * first record starts a new chain).
+ *
+ * What a record never holds: environment values, and unless audit-code
+ * is set, the code and its output (their SHA-256 and length only). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "audit.h"
+#include "digest.h"
+#include "result.h"
+
+static const char tail_head[] = ",\"hash\":\"";
+
+uint64_t
+nsbox_realtime_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int
+nsbox_audit_open (const nsbox_config *c, int *fd, struct nsbox_error **err)
+{
+  *fd = -1;
+  if (!c->audit_log)
+    return 0;
+  int f;
+  if (strncmp (c->audit_log, "fd:", 3) == 0)
+    {
+      int n = atoi (c->audit_log + 3);
+      f = fcntl (n, F_DUPFD_CLOEXEC, 3);
+      if (f < 0)
+        return nsbox_error_sys (err, errno, "audit log '%s'", c->audit_log);
+      int flags = fcntl (f, F_GETFL);
+      if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+        {
+          close (f);
+          return nsbox_error_set (err, EBADF, "audit log '%s': not open for writing", c->audit_log);
+        }
+      /* Appends only, even if the caller opened it otherwise. */
+      if (!(flags & O_APPEND) && fcntl (f, F_SETFL, flags | O_APPEND) < 0)
+        {
+          int e = errno;
+          close (f);
+          return nsbox_error_sys (err, e, "audit log '%s': set O_APPEND", c->audit_log);
+        }
+    }
+  else
+    {
+      /* Read too: the next record chains to the hash at its end. */
+      f = open (c->audit_log, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
+                0600);
+      if (f < 0)
+        return nsbox_error_sys (err, errno, "audit log '%s'", c->audit_log);
+    }
+  struct stat st;
+  if (fstat (f, &st) < 0
+      || !(S_ISREG (st.st_mode) || S_ISFIFO (st.st_mode) || S_ISSOCK (st.st_mode)
+           || S_ISCHR (st.st_mode)))
+    {
+      close (f);
+      return nsbox_error_set (err, EINVAL,
+                              "audit log '%s': not a regular file, a pipe, a socket or a device",
+                              c->audit_log);
+    }
+  *fd = f;
+  return 0;
+}
+
+/* ---- the chain ---- */
+
+static bool
+is_hex64 (const char *s)
+{
+  for (int i = 0; i < 64; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+      return false;
+  return true;
+}
+
+/* The hash at the end of a record's text (without its newline), or false
+ * when the text does not end as a record does. */
+static bool
+record_hash (const char *line, size_t len, char hash[NSBOX_SHA256_HEX])
+{
+  if (len < NSBOX_AUDIT_TAIL)
+    return false;
+  const char *t = line + len - NSBOX_AUDIT_TAIL;
+  if (memcmp (t, tail_head, sizeof tail_head - 1) != 0)
+    return false;
+  t += sizeof tail_head - 1;
+  if (!is_hex64 (t) || memcmp (t + 64, "\"}", 2) != 0)
+    return false;
+  memcpy (hash, t, 64);
+  hash[64] = '\0';
+  return true;
+}
+
+/* Logs that cannot be read back (a pipe, a socket): the last hash this
+ * process wrote to each. */
+static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct
+{
+  dev_t dev;
+  ino_t ino;
+  char hash[NSBOX_SHA256_HEX];
+} streams[16];
+static unsigned streams_next;
+
+enum chain
+{
+  CHAIN_CONTINUES,
+  CHAIN_STARTS,
+  CHAIN_AFTER_DAMAGE,
+};
+
+/* Under the lock: what the new record chains to. */
+static enum chain
+previous_hash (int fd, const struct stat *st, char prev[NSBOX_SHA256_HEX])
+{
+  if (!S_ISREG (st->st_mode))
+    {
+      for (unsigned i = 0; i < ARRAY_SIZE (streams); i++)
+        if (streams[i].hash[0] && streams[i].dev == st->st_dev && streams[i].ino == st->st_ino)
+          {
+            memcpy (prev, streams[i].hash, NSBOX_SHA256_HEX);
+            return CHAIN_CONTINUES;
+          }
+      return CHAIN_STARTS;
+    }
+  if (st->st_size == 0)
+    return CHAIN_STARTS;
+  char end[NSBOX_AUDIT_TAIL + 2];
+  if (st->st_size < (off_t)sizeof end)
+    return CHAIN_AFTER_DAMAGE;
+  off_t at = st->st_size - (off_t)sizeof end;
+  ssize_t n = pread (fd, end, sizeof end, at);
+  if (n < 0 && errno == EBADF)
+    {
+      /* A descriptor open for writing only (fd:N): read through another. */
+      char path[64];
+      snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+      cleanup_close int reader = open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+      struct stat rst;
+      if (reader >= 0 && fstat (reader, &rst) == 0 && rst.st_dev == st->st_dev
+          && rst.st_ino == st->st_ino)
+        n = pread (reader, end, sizeof end, at);
+    }
+  if (n != (ssize_t)sizeof end || end[sizeof end - 1] != '\n')
+    return CHAIN_AFTER_DAMAGE;
+  return record_hash (end, sizeof end - 1, prev) ? CHAIN_CONTINUES : CHAIN_AFTER_DAMAGE;
+}
+
+static void
+remember_hash (const struct stat *st, const char hash[NSBOX_SHA256_HEX])
+{
+  if (S_ISREG (st->st_mode))
+    return;
+  unsigned slot = streams_next;
+  for (unsigned i = 0; i < ARRAY_SIZE (streams); i++)
+    if (streams[i].hash[0] && streams[i].dev == st->st_dev && streams[i].ino == st->st_ino)
+      slot = i;
+  if (slot == streams_next)
+    streams_next = (streams_next + 1) % ARRAY_SIZE (streams);
+  streams[slot].dev = st->st_dev;
+  streams[slot].ino = st->st_ino;
+  memcpy (streams[slot].hash, hash, NSBOX_SHA256_HEX);
+}
+
+/* ---- the record ---- */
+
+static int
+add (json_t *object, const char *key, json_t *value)
+{
+  if (!value || json_object_set_new (object, key, value) < 0)
+    return -ENOMEM;
+  return 0;
+}
+
+static json_t *
+string_or_null (const char *s)
+{
+  return s ? json_string (s) : json_null ();
+}
+
+/* Any bytes as a JSON string (invalid UTF-8 as U+FFFD). */
+static json_t *
+bytes_value (const char *bytes, size_t len)
+{
+  char *text = NULL;
+  size_t text_len = 0;
+  if (nsbox_utf8_sanitize (bytes ? bytes : "", len, &text, &text_len) < 0)
+    return NULL;
+  json_t *v = json_stringn (text, text_len);
+  free (text);
+  return v;
+}
+
+static void
+format_time (uint64_t ms, char *out, size_t size)
+{
+  time_t sec = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r (&sec, &tm);
+  char date[32];
+  strftime (date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf (out, size, "%s.%03" PRIu64 "Z", date, ms % 1000);
+}
+
+static int
+random_id (char id[33])
+{
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes)
+    {
+      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return -errno;
+      got += (size_t)n;
+    }
+  for (size_t i = 0; i < sizeof bytes; i++)
+    snprintf (id + 2 * i, 3, "%02x", bytes[i]);
+  return 0;
+}
+
+static json_t *
+limits_value (const nsbox_config *c)
+{
+  json_t *l = json_object ();
+  char cpus[32];
+  snprintf (cpus, sizeof cpus, "%" PRIu64 ".%03" PRIu64, c->cpus_milli / 1000,
+            c->cpus_milli % 1000);
+  if (!l || add (l, "timeout_ms", json_integer ((json_int_t)c->timeout_ms)) < 0
+      || add (l, "memory_bytes", json_integer ((json_int_t)c->memory_bytes)) < 0
+      || add (l, "cpus", json_string (cpus)) < 0
+      || add (l, "pids", json_integer ((json_int_t)c->pids_limit)) < 0
+      || add (l, "tmp_bytes", json_integer ((json_int_t)c->tmp_size_bytes)) < 0
+      || add (l, "max_output_bytes", json_integer ((json_int_t)c->max_output_bytes)) < 0
+      || add (l, "network", json_string (c->network ? c->network : "none")) < 0)
+    {
+      json_decref (l);
+      return NULL;
+    }
+  return l;
+}
+
+/* The result's own JSON, less the output unless audit-code. */
+static json_t *
+outcome_value (const nsbox_config *c, const nsbox_result *result)
+{
+  json_t *o = nsbox_result_value (result);
+  if (o && !c->audit_code)
+    {
+      json_object_del (o, "stdout");
+      json_object_del (o, "stderr");
+    }
+  return o;
+}
+
+static json_t *
+record_value (const nsbox_config *c, const struct nsbox_audit_run *run, const nsbox_result *result,
+              const struct nsbox_error *failure, const char *code_sha256)
+{
+  char when[64], id[33];
+  format_time (run->started_ms, when, sizeof when);
+  if (random_id (id) < 0)
+    return NULL;
+  const char *session = run->session ? run->session : c->session;
+  cleanup_json json_t *r = json_object ();
+  json_t *caller = json_object (), *image = json_object (), *code = json_object ();
+  if (!r || add (r, "v", json_integer (1)) < 0 || add (r, "time", json_string (when)) < 0
+      || add (r, "event", json_string (result ? "run" : "error")) < 0
+      || add (r, "run_id", json_string (id)) < 0 || add (r, "session", string_or_null (session)) < 0
+      || add (r, "caller", caller) < 0
+      || add (caller, "uid", json_integer ((json_int_t)getuid ())) < 0
+      || add (caller, "pid", json_integer ((json_int_t)getpid ())) < 0
+      || add (caller, "client", string_or_null (run->client)) < 0 || add (r, "image", image) < 0
+      || add (image, "reference", string_or_null (c->rootfs ? NULL : c->image)) < 0
+      || add (image, "rootfs", string_or_null (c->rootfs)) < 0
+      || add (r, "seccomp_sha256",
+              result && result->policy_sha256[0] ? json_string (result->policy_sha256)
+                                                 : json_null ())
+             < 0
+      || add (r, "runtime",
+              json_string (result && result->runtime           ? result->runtime
+                           : c->runtime == NSBOX_RUNTIME_RUNSC ? "runsc"
+                           : c->runtime == NSBOX_RUNTIME_AUTO  ? "auto"
+                                                               : "native"))
+             < 0
+      || add (r, "limits", limits_value (c)) < 0 || add (r, "code", code) < 0
+      || add (code, "sha256", json_string (code_sha256)) < 0
+      || add (code, "length", json_integer ((json_int_t)run->code_len)) < 0
+      || (c->audit_code && add (code, "text", bytes_value (run->code, run->code_len)) < 0)
+      || add (r, "quota", json_string ("none")) < 0)
+    return NULL;
+  if (result)
+    {
+      if (add (r, "outcome", outcome_value (c, result)) < 0)
+        return NULL;
+    }
+  else if (add (r, "error", json_string (failure ? nsbox_error_message (failure) : "unknown")) < 0)
+    return NULL;
+  return TAKE_PTR (r);
+}
+
+struct text
+{
+  char *data;
+  size_t len, cap;
+};
+
+static int
+text_add (struct text *t, const char *chunk, size_t size)
+{
+  if (t->len + size + 1 > t->cap)
+    {
+      size_t cap = t->cap ? t->cap * 2 : 4096;
+      while (cap < t->len + size + 1)
+        cap *= 2;
+      char *grown = realloc (t->data, cap);
+      if (!grown)
+        return -1;
+      t->data = grown;
+      t->cap = cap;
+    }
+  memcpy (t->data + t->len, chunk, size);
+  t->len += size;
+  t->data[t->len] = '\0';
+  return 0;
+}
+
+static int
+dump_add (const char *chunk, size_t size, void *data)
+{
+  return text_add (data, chunk, size);
+}
+
+/* Under the lock: chains the record (its text without the closing '}')
+ * to the log's last one and writes it. */
+static int
+chain_and_write (int fd, struct text *t, struct nsbox_error **err)
+{
+  struct stat st;
+  if (fstat (fd, &st) < 0)
+    return nsbox_error_sys (err, errno, "audit log: fstat");
+  char prev[NSBOX_SHA256_HEX] = "", link[160], hash[NSBOX_SHA256_HEX];
+  switch (previous_hash (fd, &st, prev))
+    {
+    case CHAIN_CONTINUES:
+      snprintf (link, sizeof link, ",\"prev\":\"%s\"}", prev);
+      break;
+    case CHAIN_STARTS:
+      snprintf (link, sizeof link, ",\"prev\":null,\"chain\":\"start\"}");
+      break;
+    case CHAIN_AFTER_DAMAGE:
+    default:
+      snprintf (link, sizeof link,
+                ",\"prev\":null,\"chain\":\"restart: the log does not end with a whole record\"}");
+      break;
+    }
+  if (text_add (t, link, strlen (link)) < 0)
+    return nsbox_error_oom (err);
+  int ret = nsbox_sha256_hex (t->data, t->len, hash, err);
+  if (ret < 0)
+    return nsbox_error_prefix (err, "audit log");
+  t->len--; /* the closing '}' */
+  char end[NSBOX_AUDIT_TAIL + 2];
+  snprintf (end, sizeof end, "%s%s\"}\n", tail_head, hash);
+  if (text_add (t, end, strlen (end)) < 0)
+    return nsbox_error_oom (err);
+  ssize_t n;
+  do
+    n = write (fd, t->data, t->len);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return nsbox_error_sys (err, errno, "audit log: write");
+  if ((size_t)n != t->len)
+    return nsbox_error_set (err, ENOSPC, "audit log: only %zd of a record's %zu bytes written", n,
+                            t->len);
+  remember_hash (&st, hash);
+  return 0;
+}
+
+int
+nsbox_audit_append (int fd, const nsbox_config *c, const struct nsbox_audit_run *run,
+                    const nsbox_result *result, const struct nsbox_error *failure,
+                    struct nsbox_error **err)
+{
+  cleanup_close int log = fd;
+  char code_sha256[NSBOX_SHA256_HEX];
+  int ret = nsbox_sha256_hex (run->code ? run->code : "", run->code_len, code_sha256, err);
+  if (ret < 0)
+    return nsbox_error_prefix (err, "audit log");
+  cleanup_json json_t *record = record_value (c, run, result, failure, code_sha256);
+  if (!record)
+    return nsbox_error_set (err, ENOMEM, "audit log: the record could not be built");
+  struct text t = { NULL, 0, 0 };
+  if (json_dump_callback (record, dump_add, &t, JSON_COMPACT | JSON_PRESERVE_ORDER) < 0 || !t.data
+      || t.len < 2 || t.data[t.len - 1] != '}')
+    {
+      free (t.data);
+      return nsbox_error_set (err, ENOMEM, "audit log: the record could not be written out");
+    }
+  t.len--; /* chain_and_write closes it */
+  pthread_mutex_lock (&audit_lock);
+  int locked;
+  do
+    locked = flock (log, LOCK_EX);
+  while (locked < 0 && errno == EINTR);
+  /* A pipe or a socket cannot be locked: the mutex orders this process's
+   * writers, and one write of up to PIPE_BUF bytes is atomic. */
+  if (locked < 0 && errno != EINVAL && errno != ENOTSUP && errno != EOPNOTSUPP)
+    ret = nsbox_error_sys (err, errno, "audit log: flock");
+  else
+    ret = chain_and_write (log, &t, err);
+  if (locked == 0)
+    flock (log, LOCK_UN);
+  pthread_mutex_unlock (&audit_lock);
+  free (t.data);
+  return ret;
+}
+
+int
+nsbox_audit_after (int fd, const nsbox_config *c, const struct nsbox_audit_run *run, int ret,
+                   nsbox_result **out, struct nsbox_error **run_err)
+{
+  if (fd < 0)
+    return ret;
+  struct nsbox_error *audit_err = NULL;
+  int a = nsbox_audit_append (fd, c, run, ret >= 0 ? *out : NULL, *run_err, &audit_err);
+  if (a >= 0)
+    return ret;
+  if (ret >= 0)
+    {
+      nsbox_result_free (*out);
+      *out = NULL;
+      nsbox_error_pass (run_err, TAKE_PTR (audit_err));
+      return nsbox_error_prefix (run_err, "the run ended, but its audit record is missing");
+    }
+  nsbox_error_append (run_err, "and its audit record is missing: %s",
+                      nsbox_error_message (audit_err));
+  nsbox_error_free (audit_err);
+  return ret;
+}
+
+/* ---- verification ---- */
+
+int
+nsbox_audit_verify (const char *path, size_t *records, struct nsbox_error **err)
+{
+  *records = 0;
+  FILE *f = fopen (path, "re");
+  if (!f)
+    return nsbox_error_sys (err, errno, "open");
+  char *line = NULL;
+  size_t cap = 0, n = 0;
+  ssize_t len;
+  char prev[NSBOX_SHA256_HEX] = "", hash[NSBOX_SHA256_HEX], computed[NSBOX_SHA256_HEX];
+  int ret = 0;
+  while (ret == 0 && (len = getline (&line, &cap, f)) >= 0)
+    {
+      n++;
+      if (len == 0 || line[len - 1] != '\n')
+        {
+          ret = nsbox_error_set (err, EBADMSG, "record %zu: cut short (no newline at its end)", n);
+          break;
+        }
+      line[--len] = '\0';
+      if (!record_hash (line, (size_t)len, hash))
+        {
+          ret = nsbox_error_set (err, EBADMSG, "record %zu: does not end with its hash", n);
+          break;
+        }
+      /* What was hashed: the text up to "hash", closed. */
+      size_t body = (size_t)len - NSBOX_AUDIT_TAIL;
+      char saved = line[body];
+      line[body] = '}';
+      ret = nsbox_sha256_hex (line, body + 1, computed, err);
+      if (ret < 0)
+        break;
+      if (strcmp (computed, hash) != 0)
+        {
+          ret = nsbox_error_set (
+              err, EBADMSG,
+              "record %zu: its hash does not match its content (changed after it "
+              "was written)",
+              n);
+          break;
+        }
+      json_error_t jerr;
+      json_t *r = json_loadb (line, body + 1, JSON_REJECT_DUPLICATES, &jerr);
+      line[body] = saved;
+      json_t *p = r ? json_object_get (r, "prev") : NULL;
+      if (!json_is_object (r) || !p || !(json_is_null (p) || json_is_string (p)))
+        ret = nsbox_error_set (err, EBADMSG, "record %zu: not an audit record", n);
+      else if (json_is_null (p) && n > 1)
+        ret = nsbox_error_set (err, EBADMSG, "record %zu: starts a new chain inside the log (%s)",
+                               n,
+                               json_string_value (json_object_get (r, "chain"))
+                                   ? json_string_value (json_object_get (r, "chain"))
+                                   : "no reason given");
+      else if (json_is_string (p) && n == 1)
+        ret = nsbox_error_set (err, EBADMSG,
+                               "record 1: follows a record that is not in the file (the log's "
+                               "beginning was removed)");
+      else if (json_is_string (p) && strcmp (json_string_value (p), prev) != 0)
+        ret = nsbox_error_set (err, EBADMSG,
+                               "record %zu: does not follow record %zu (a record was removed, "
+                               "inserted or reordered there)",
+                               n, n - 1);
+      json_decref (r);
+      memcpy (prev, hash, sizeof prev);
+    }
+  if (ret == 0 && ferror (f))
+    ret = nsbox_error_sys (err, EIO, "'%s': read", path);
+  free (line);
+  fclose (f);
+  if (ret == 0)
+    *records = n;
+  return ret;
+}
