@@ -90,6 +90,7 @@ struct mcp
   const char *server_version;
   /* The main thread's alone. */
   char protocol_version[16]; /* negotiated; "" before initialize */
+  char client[96];           /* "mcp NAME" from initialize's clientInfo, for the audit log */
 };
 
 static double
@@ -531,6 +532,13 @@ handle_initialize (struct mcp *s, json_t *params, char *why, size_t size)
     if (strcmp (asked, protocol_versions[i]) == 0)
       chosen = protocol_versions[i];
   snprintf (s->protocol_version, sizeof s->protocol_version, "%s", chosen);
+  /* The client's own name, as it gives it: kept printable and short. */
+  const char *client
+      = json_string_value (json_object_get (json_object_get (params, "clientInfo"), "name"));
+  snprintf (s->client, sizeof s->client, "mcp %.64s", client ? client : "(unnamed)");
+  for (char *p = s->client; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      *p = '?';
   return json_pack (
       "{s:s,s:{s:{s:b}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", chosen, "capabilities", "tools",
       "listChanged", false, "serverInfo", "name", "nsbox", "title", "nsbox Python sandbox",
@@ -593,6 +601,13 @@ handle_tools_call (struct mcp *s, json_t *id, json_t *params)
       return;
     }
   job->cancel_fd = job->run_fd = -1;
+  if (nsbox_run_options_set_client (job->options, s->client[0] ? s->client : "mcp") < 0)
+    {
+      nsbox_run_options_free (job->options);
+      free (job);
+      send_error (s, id, RPC_INTERNAL_ERROR, "out of memory");
+      return;
+    }
   job->id = json_incref (id);
   job->structured = version_at_least (negotiated (s), STRUCTURED_SINCE);
   char why[256];

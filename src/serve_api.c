@@ -9,6 +9,7 @@
  * draining). Admission: at most max-concurrent runs, at most max-queue
  * waiting for a slot, the rest 503 at once. A client that hangs up during
  * its run gets its sandbox killed (the connection is the run's cancel fd). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "nsbox.h"
@@ -364,6 +366,35 @@ now_s (void)
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Who sent a run, for the audit log: the peer's uid on the unix socket,
+ * its address on TCP. */
+static void
+describe_client (const struct nsbox_server *s, int fd, char *out, size_t size)
+{
+  snprintf (out, size, "serve");
+  if (fd < 0)
+    return;
+  if (!s->tcp)
+    {
+      struct ucred cred;
+      socklen_t len = sizeof cred;
+      if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        snprintf (out, size, "serve unix uid %u pid %d", (unsigned)cred.uid, (int)cred.pid);
+      return;
+    }
+  struct sockaddr_storage peer;
+  socklen_t len = sizeof peer;
+  char host[64] = "?";
+  if (getpeername (fd, (struct sockaddr *)&peer, &len) == 0)
+    {
+      if (peer.ss_family == AF_INET)
+        inet_ntop (AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, host, sizeof host);
+      else if (peer.ss_family == AF_INET6)
+        inet_ntop (AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, host, sizeof host);
+    }
+  snprintf (out, size, "serve tcp %s", host);
+}
+
 static enum MHD_Result
 handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req)
 {
@@ -384,6 +415,20 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
       count (s, &s->bad_requests);
       return respond_error (c, 400, "%s", msg);
     }
+  /* The session: the body's "session", else the X-Nsbox-Session header. */
+  const char *session = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "X-Nsbox-Session");
+  struct nsbox_error *session_err = NULL;
+  if (session && !json_object_get (root, "session")
+      && nsbox_run_options_set (rr.options, "session", session, &session_err) < 0)
+    {
+      json_decref (root);
+      nsbox_run_options_free (rr.options);
+      count (s, &s->bad_requests);
+      enum MHD_Result bad
+          = respond_error (c, 400, "header X-Nsbox-Session: %s", nsbox_error_message (session_err));
+      nsbox_error_free (session_err);
+      return bad;
+    }
   int a = admit (s);
   if (a < 0)
     {
@@ -395,7 +440,16 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
       = nsbox_mhd.get_connection_info (c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (info)
     nsbox_run_options_set_cancel_fd (rr.options, info->connect_fd, s->tcp);
+  char client[96];
+  describe_client (s, info ? info->connect_fd : -1, client, sizeof client);
   struct nsbox_error *err = NULL;
+  if (nsbox_run_options_set_client (rr.options, client) < 0)
+    {
+      json_decref (root);
+      nsbox_run_options_free (rr.options);
+      release (s, req);
+      return respond_error (c, 500, "out of memory");
+    }
   nsbox_result *res = NULL;
   bool warm = false;
   int r = nsbox_pool_run_served (s->profiles[rr.profile].pool, rr.code, rr.code_len, rr.options,
