@@ -9,6 +9,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -328,6 +329,36 @@ test('input errors name the argument (isError under 2025-11-25)', { timeout: 120
   r = await call(client, { code: 'print(1)', timeout: 'soon' });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /'timeout'/);
+});
+
+test('audit log: each call is one chained record naming the MCP client, without the code', { timeout: 120000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsbox-mcp-audit-'));
+  const log = join(dir, 'audit.log');
+  const { client } = await connect(['--audit-log', log, '--session', 'conv-1', '--pool-size', '1']);
+  const codes = ['print("marker-" + "a1b2c3")', 'import sys\nsys.exit(4)'];
+  for (const code of codes) await call(client, { code });
+  await client.close();
+  const sha256 = (text) => createHash('sha256').update(text).digest('hex');
+  const text = readFileSync(log, 'utf8');
+  assert.ok(!text.includes('a1b2c3'), 'neither the code nor its output may reach the log');
+  const lines = text.split('\n');
+  assert.equal(lines.pop(), '', 'the log ends with a newline');
+  assert.equal(lines.length, 2);
+  let prev = null;
+  lines.forEach((line, i) => {
+    // Recomputed here: "hash" is the SHA-256 of the text before it, closed.
+    const tail = line.length - 75;
+    assert.equal(line.slice(tail, tail + 9), ',"hash":"');
+    const record = JSON.parse(line);
+    assert.equal(sha256(line.slice(0, tail) + '}'), record.hash, `record ${i + 1}: hash`);
+    assert.equal(record.prev, prev, `record ${i + 1}: prev`);
+    prev = record.hash;
+    assert.equal(record.caller.client, 'mcp nsbox-mcp-test');
+    assert.equal(record.session, 'conv-1');
+    assert.equal(record.code.sha256, sha256(codes[i]));
+    assert.equal(record.outcome.exit_code, [0, 4][i]);
+  });
+  rmSync(dir, { recursive: true, force: true });
 });
 
 test('10 parallel calls all complete, concurrently', { timeout: 120000 }, async () => {
