@@ -22,7 +22,8 @@
 # BENCH_N, BENCH_TOOLS (default "nsbox bwrap chroot floor").
 # Then tests/bench/capture.sh: the launcher's memory under an output flood;
 # tests/bench/runsc.sh: the runtime runsc rows; then tests/bench/pool.c:
-# the warm pool's rows; then tests/mcp/bench.mjs: an MCP tools/call round
+# the warm pool's rows; tests/bench/audit.c: an audit record's cost; then
+# tests/mcp/bench.mjs: an MCP tools/call round
 # trip to nsbox mcp against a cold chroot python (needs node).
 set -euo pipefail
 
@@ -338,6 +339,11 @@ else
 		echo "bench: runsc not installed: no pooled runsc row"
 	fi
 fi
+
+# The audit log (tests/bench/audit.c): what appending a record adds to a
+# run, against the floor of any append-only log, interleaved.
+echo
+"$(cd "$build" && pwd -P)/tests/bench/audit" "$rootfs" "$n" || status=$?
 
 # nsbox mcp (tests/mcp/bench.mjs): tools/call print(1) through the MCP SDK
 # client, pool warm, against a cold chroot python, interleaved.
