@@ -7,13 +7,21 @@
  * ,"hash":"<64 hex digits>"}, and the next writer finds the hash it chains
  * to by reading only the end of the file, whatever the size of the record.
  *
+ * A log named by path must be a regular file owned by the launcher's
+ * euid, with one name and writable by its owner only (nobody else may edit,
+ * truncate or stall it); it is opened read-write for every run before the
+ * sandbox starts (a log that cannot be opened stops the run), and at
+ * append time reopened if logrotate moved it meanwhile. fd:N names a
+ * descriptor the caller holds; a regular file behind it is reopened
+ * through /proc/self/fd, so every writer has an open file description of
+ * its own.
+ *
  * Writers, threads of one process or separate processes, serialise on an
- * exclusive flock of the file (and a mutex: a flock is per open file
- * description, which threads share): under it a writer reads the last
- * hash, then appends its record in one write(2) to a descriptor opened
- * with O_APPEND. The log is opened anew for every run, so a log that
- * logrotate renamed is left alone and the next run starts a new file (its
- * first record starts a new chain).
+ * exclusive flock of that description (waiting at most LOCK_WAIT_MS):
+ * under it a writer reads the last hash, then appends its record in one
+ * write to a descriptor opened with O_APPEND, truncating back what a short
+ * write left. A pipe, a socket or a device cannot be read back or locked:
+ * there a process chains to the last record it wrote itself.
  *
  * What a record never holds: environment values, and unless audit-code
  * is set, the code and its output (their SHA-256 and length only). */
@@ -27,6 +35,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,52 +55,99 @@ nsbox_realtime_ms (void)
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* A log named by path: a regular file of ours, one name, writable by no
+ * one else, so that nobody else can edit, truncate or stall it. O_NONBLOCK
+ * keeps a FIFO planted at the path from blocking the open. */
+static int
+open_path (const char *path, int *fd, struct nsbox_error **err)
+{
+  /* Read too: the next record chains to the hash at its end. */
+  cleanup_close int f = open (
+      path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0600);
+  if (f < 0)
+    return nsbox_error_sys (err, errno, "audit log '%s'", path);
+  struct stat st;
+  if (fstat (f, &st) < 0)
+    return nsbox_error_sys (err, errno, "audit log '%s': fstat", path);
+  if (!S_ISREG (st.st_mode))
+    return nsbox_error_set (err, EINVAL,
+                            "audit log '%s': not a regular file (for a pipe, use fd:N)", path);
+  if (st.st_uid != geteuid () || st.st_nlink != 1 || (st.st_mode & (S_IWGRP | S_IWOTH)))
+    return nsbox_error_set (err, EPERM,
+                            "audit log '%s': must be owned by uid %u, have one name and be "
+                            "writable by its owner only",
+                            path, (unsigned)geteuid ());
+  int flags = fcntl (f, F_GETFL);
+  if (flags < 0 || fcntl (f, F_SETFL, flags & ~O_NONBLOCK) < 0)
+    return nsbox_error_sys (err, errno, "audit log '%s': fcntl", path);
+  *fd = TAKE_FD (f);
+  return 0;
+}
+
+/* fd:N. A regular file is reopened through /proc/self/fd: a description
+ * of our own, so that its flock excludes every other writer, including
+ * processes that share the caller's description. */
+static int
+open_descriptor (const char *spec, int *fd, struct nsbox_error **err)
+{
+  int n = atoi (spec + 3);
+  struct stat st;
+  if (fstat (n, &st) < 0)
+    return nsbox_error_sys (err, errno, "audit log '%s'", spec);
+  int flags = fcntl (n, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+    return nsbox_error_set (err, EBADF, "audit log '%s': not open for writing", spec);
+  if (S_ISREG (st.st_mode))
+    {
+      char path[64];
+      snprintf (path, sizeof path, "/proc/self/fd/%d", n);
+      cleanup_close int f = open (path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOCTTY);
+      struct stat mine;
+      if (f < 0)
+        return nsbox_error_sys (err, errno, "audit log '%s': reopen it read-write", spec);
+      if (fstat (f, &mine) < 0 || mine.st_dev != st.st_dev || mine.st_ino != st.st_ino)
+        return nsbox_error_set (err, EBADF, "audit log '%s': reopened another file", spec);
+      *fd = TAKE_FD (f);
+      return 0;
+    }
+  if (!(S_ISFIFO (st.st_mode) || S_ISSOCK (st.st_mode) || S_ISCHR (st.st_mode)))
+    return nsbox_error_set (
+        err, EINVAL, "audit log '%s': not a regular file, a pipe, a socket or a device", spec);
+  int f = fcntl (n, F_DUPFD_CLOEXEC, 3);
+  if (f < 0)
+    return nsbox_error_sys (err, errno, "audit log '%s'", spec);
+  *fd = f;
+  return 0;
+}
+
 int
 nsbox_audit_open (const nsbox_config *c, int *fd, struct nsbox_error **err)
 {
   *fd = -1;
   if (!c->audit_log)
     return 0;
-  int f;
   if (strncmp (c->audit_log, "fd:", 3) == 0)
-    {
-      int n = atoi (c->audit_log + 3);
-      f = fcntl (n, F_DUPFD_CLOEXEC, 3);
-      if (f < 0)
-        return nsbox_error_sys (err, errno, "audit log '%s'", c->audit_log);
-      int flags = fcntl (f, F_GETFL);
-      if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
-        {
-          close (f);
-          return nsbox_error_set (err, EBADF, "audit log '%s': not open for writing", c->audit_log);
-        }
-      /* Appends only, even if the caller opened it otherwise. */
-      if (!(flags & O_APPEND) && fcntl (f, F_SETFL, flags | O_APPEND) < 0)
-        {
-          int e = errno;
-          close (f);
-          return nsbox_error_sys (err, e, "audit log '%s': set O_APPEND", c->audit_log);
-        }
-    }
-  else
-    {
-      /* Read too: the next record chains to the hash at its end. */
-      f = open (c->audit_log, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
-                0600);
-      if (f < 0)
-        return nsbox_error_sys (err, errno, "audit log '%s'", c->audit_log);
-    }
-  struct stat st;
-  if (fstat (f, &st) < 0
-      || !(S_ISREG (st.st_mode) || S_ISFIFO (st.st_mode) || S_ISSOCK (st.st_mode)
-           || S_ISCHR (st.st_mode)))
-    {
-      close (f);
-      return nsbox_error_set (err, EINVAL,
-                              "audit log '%s': not a regular file, a pipe, a socket or a device",
-                              c->audit_log);
-    }
-  *fd = f;
+    return open_descriptor (c->audit_log, fd, err);
+  return open_path (c->audit_log, fd, err);
+}
+
+/* A log rotated away (renamed, removed) while the run went on: its record
+ * goes to the file now at the path. */
+static int
+follow_rotation (const nsbox_config *c, int *fd, struct nsbox_error **err)
+{
+  if (strncmp (c->audit_log, "fd:", 3) == 0)
+    return 0;
+  struct stat at_path, mine;
+  if (fstat (*fd, &mine) == 0 && stat (c->audit_log, &at_path) == 0 && at_path.st_dev == mine.st_dev
+      && at_path.st_ino == mine.st_ino)
+    return 0;
+  int fresh;
+  int ret = open_path (c->audit_log, &fresh, err);
+  if (ret < 0)
+    return ret;
+  close (*fd);
+  *fd = fresh;
   return 0;
 }
 
@@ -142,10 +198,14 @@ enum chain
   CHAIN_AFTER_DAMAGE,
 };
 
-/* Under the lock: what the new record chains to. */
+/* Under the lock: what the new record chains to. *needs_newline when the
+ * file does not end with one (a record cut short): the new record then
+ * starts on a line of its own. Regular files are read through fd (every
+ * log of that kind is opened read-write by us). */
 static enum chain
-previous_hash (int fd, const struct stat *st, char prev[NSBOX_SHA256_HEX])
+previous_hash (int fd, const struct stat *st, char prev[NSBOX_SHA256_HEX], bool *needs_newline)
 {
+  *needs_newline = false;
   if (!S_ISREG (st->st_mode))
     {
       for (unsigned i = 0; i < ARRAY_SIZE (streams); i++)
@@ -159,22 +219,12 @@ previous_hash (int fd, const struct stat *st, char prev[NSBOX_SHA256_HEX])
   if (st->st_size == 0)
     return CHAIN_STARTS;
   char end[NSBOX_AUDIT_TAIL + 2];
-  if (st->st_size < (off_t)sizeof end)
+  size_t want = st->st_size < (off_t)sizeof end ? (size_t)st->st_size : sizeof end;
+  ssize_t n = pread (fd, end, want, st->st_size - (off_t)want);
+  if (n != (ssize_t)want)
     return CHAIN_AFTER_DAMAGE;
-  off_t at = st->st_size - (off_t)sizeof end;
-  ssize_t n = pread (fd, end, sizeof end, at);
-  if (n < 0 && errno == EBADF)
-    {
-      /* A descriptor open for writing only (fd:N): read through another. */
-      char path[64];
-      snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
-      cleanup_close int reader = open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-      struct stat rst;
-      if (reader >= 0 && fstat (reader, &rst) == 0 && rst.st_dev == st->st_dev
-          && rst.st_ino == st->st_ino)
-        n = pread (reader, end, sizeof end, at);
-    }
-  if (n != (ssize_t)sizeof end || end[sizeof end - 1] != '\n')
+  *needs_newline = end[want - 1] != '\n';
+  if (want != sizeof end || *needs_newline)
     return CHAIN_AFTER_DAMAGE;
   return record_hash (end, sizeof end - 1, prev) ? CHAIN_CONTINUES : CHAIN_AFTER_DAMAGE;
 }
@@ -203,12 +253,6 @@ add (json_t *object, const char *key, json_t *value)
   if (!value || json_object_set_new (object, key, value) < 0)
     return -ENOMEM;
   return 0;
-}
-
-static json_t *
-string_or_null (const char *s)
-{
-  return s ? json_string (s) : json_null ();
 }
 
 /* Any bytes as a JSON string (invalid UTF-8 as U+FFFD). */
@@ -288,9 +332,38 @@ outcome_value (const nsbox_config *c, const nsbox_result *result)
   return o;
 }
 
+/* A string from outside (a client's name, a path, an error message) as
+ * valid UTF-8, or null. */
 static json_t *
-record_value (const nsbox_config *c, const struct nsbox_audit_run *run, const nsbox_result *result,
-              const struct nsbox_error *failure, const char *code_sha256)
+text_or_null (const char *s)
+{
+  return s ? bytes_value (s, strlen (s)) : json_null ();
+}
+
+/* A new object already stored under key (NULL when out of memory). */
+static json_t *
+add_object (json_t *parent, const char *key)
+{
+  json_t *o = json_object ();
+  if (add (parent, key, o) < 0)
+    return NULL;
+  return o;
+}
+
+static const char *
+runtime_name (const nsbox_config *c, const nsbox_result *result)
+{
+  if (result && result->runtime)
+    return result->runtime;
+  return c->runtime == NSBOX_RUNTIME_RUNSC  ? "runsc"
+         : c->runtime == NSBOX_RUNTIME_AUTO ? "auto"
+                                            : "native";
+}
+
+static json_t *
+record_value (const nsbox_config *c, const struct nsbox_audit_run *run, size_t code_len,
+              const nsbox_result *result, const struct nsbox_error *failure,
+              const char *code_sha256)
 {
   char when[64], id[33];
   format_time (run->started_ms, when, sizeof when);
@@ -298,30 +371,29 @@ record_value (const nsbox_config *c, const struct nsbox_audit_run *run, const ns
     return NULL;
   const char *session = run->session ? run->session : c->session;
   cleanup_json json_t *r = json_object ();
-  json_t *caller = json_object (), *image = json_object (), *code = json_object ();
   if (!r || add (r, "v", json_integer (1)) < 0 || add (r, "time", json_string (when)) < 0
       || add (r, "event", json_string (result ? "run" : "error")) < 0
-      || add (r, "run_id", json_string (id)) < 0 || add (r, "session", string_or_null (session)) < 0
-      || add (r, "caller", caller) < 0
-      || add (caller, "uid", json_integer ((json_int_t)getuid ())) < 0
+      || add (r, "run_id", json_string (id)) < 0 || add (r, "session", text_or_null (session)) < 0)
+    return NULL;
+  json_t *caller = add_object (r, "caller");
+  if (!caller || add (caller, "uid", json_integer ((json_int_t)getuid ())) < 0
       || add (caller, "pid", json_integer ((json_int_t)getpid ())) < 0
-      || add (caller, "client", string_or_null (run->client)) < 0 || add (r, "image", image) < 0
-      || add (image, "reference", string_or_null (c->rootfs ? NULL : c->image)) < 0
-      || add (image, "rootfs", string_or_null (c->rootfs)) < 0
-      || add (r, "seccomp_sha256",
-              result && result->policy_sha256[0] ? json_string (result->policy_sha256)
-                                                 : json_null ())
-             < 0
-      || add (r, "runtime",
-              json_string (result && result->runtime           ? result->runtime
-                           : c->runtime == NSBOX_RUNTIME_RUNSC ? "runsc"
-                           : c->runtime == NSBOX_RUNTIME_AUTO  ? "auto"
-                                                               : "native"))
-             < 0
-      || add (r, "limits", limits_value (c)) < 0 || add (r, "code", code) < 0
-      || add (code, "sha256", json_string (code_sha256)) < 0
-      || add (code, "length", json_integer ((json_int_t)run->code_len)) < 0
-      || (c->audit_code && add (code, "text", bytes_value (run->code, run->code_len)) < 0)
+      || add (caller, "client", text_or_null (run->client)) < 0)
+    return NULL;
+  json_t *image = add_object (r, "image");
+  if (!image || add (image, "reference", text_or_null (c->rootfs ? NULL : c->image)) < 0
+      || add (image, "rootfs", text_or_null (c->rootfs)) < 0)
+    return NULL;
+  if (add (r, "seccomp_sha256",
+           result && result->policy_sha256[0] ? json_string (result->policy_sha256) : json_null ())
+          < 0
+      || add (r, "runtime", json_string (runtime_name (c, result))) < 0
+      || add (r, "limits", limits_value (c)) < 0)
+    return NULL;
+  json_t *code = add_object (r, "code");
+  if (!code || add (code, "sha256", json_string (code_sha256)) < 0
+      || add (code, "length", json_integer ((json_int_t)code_len)) < 0
+      || (c->audit_code && add (code, "text", bytes_value (run->code, code_len)) < 0)
       || add (r, "quota", json_string ("none")) < 0)
     return NULL;
   if (result)
@@ -329,7 +401,7 @@ record_value (const nsbox_config *c, const struct nsbox_audit_run *run, const ns
       if (add (r, "outcome", outcome_value (c, result)) < 0)
         return NULL;
     }
-  else if (add (r, "error", json_string (failure ? nsbox_error_message (failure) : "unknown")) < 0)
+  else if (add (r, "error", text_or_null (failure ? nsbox_error_message (failure) : "unknown")) < 0)
     return NULL;
   return TAKE_PTR (r);
 }
@@ -369,13 +441,11 @@ dump_add (const char *chunk, size_t size, void *data)
 /* Under the lock: chains the record (its text without the closing '}')
  * to the log's last one and writes it. */
 static int
-chain_and_write (int fd, struct text *t, struct nsbox_error **err)
+chain_and_write (int fd, const struct stat *st, struct text *t, struct nsbox_error **err)
 {
-  struct stat st;
-  if (fstat (fd, &st) < 0)
-    return nsbox_error_sys (err, errno, "audit log: fstat");
   char prev[NSBOX_SHA256_HEX] = "", link[160], hash[NSBOX_SHA256_HEX];
-  switch (previous_hash (fd, &st, prev))
+  bool needs_newline;
+  switch (previous_hash (fd, st, prev, &needs_newline))
     {
     case CHAIN_CONTINUES:
       snprintf (link, sizeof link, ",\"prev\":\"%s\"}", prev);
@@ -399,17 +469,46 @@ chain_and_write (int fd, struct text *t, struct nsbox_error **err)
   snprintf (end, sizeof end, "%s%s\"}\n", tail_head, hash);
   if (text_add (t, end, strlen (end)) < 0)
     return nsbox_error_oom (err);
+  /* One write: the record, after a newline that ends a record cut short. */
+  struct iovec iov[2] = { { (void *)"\n", 1 }, { t->data, t->len } };
+  size_t total = t->len + (needs_newline ? 1 : 0);
   ssize_t n;
   do
-    n = write (fd, t->data, t->len);
+    n = writev (fd, needs_newline ? iov : iov + 1, needs_newline ? 2 : 1);
   while (n < 0 && errno == EINTR);
-  if (n < 0)
-    return nsbox_error_sys (err, errno, "audit log: write");
-  if ((size_t)n != t->len)
-    return nsbox_error_set (err, ENOSPC, "audit log: only %zd of a record's %zu bytes written", n,
-                            t->len);
-  remember_hash (&st, hash);
-  return 0;
+  if (n >= 0 && (size_t)n == total)
+    {
+      remember_hash (st, hash);
+      return 0;
+    }
+  int e = n < 0 ? errno : ENOSPC;
+  /* Nothing half-written stays: the next writer finds a whole record. */
+  if (n > 0 && S_ISREG (st->st_mode))
+    (void)!ftruncate (fd, st->st_size);
+  return nsbox_error_sys (err, e, "audit log: write (%zd of a record's %zu bytes)", n, total);
+}
+
+/* How long a writer waits for another's lock on the log before the run
+ * fails. */
+#define LOCK_WAIT_MS 10000
+
+static int
+lock_log (int fd, struct nsbox_error **err)
+{
+  for (unsigned waited_ms = 0;;)
+    {
+      if (flock (fd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+      if (errno != EWOULDBLOCK && errno != EINTR)
+        return nsbox_error_sys (err, errno, "audit log: flock");
+      if (waited_ms >= LOCK_WAIT_MS)
+        return nsbox_error_set (err, ETIMEDOUT,
+                                "audit log: another process has held its lock for %u s",
+                                LOCK_WAIT_MS / 1000);
+      unsigned step = waited_ms < 50 ? 1 : 10;
+      usleep (step * 1000);
+      waited_ms += step;
+    }
 }
 
 int
@@ -418,11 +517,12 @@ nsbox_audit_append (int fd, const nsbox_config *c, const struct nsbox_audit_run 
                     struct nsbox_error **err)
 {
   cleanup_close int log = fd;
+  size_t code_len = run->code ? run->code_len : 0;
   char code_sha256[NSBOX_SHA256_HEX];
-  int ret = nsbox_sha256_hex (run->code ? run->code : "", run->code_len, code_sha256, err);
+  int ret = nsbox_sha256_hex (run->code ? run->code : "", code_len, code_sha256, err);
   if (ret < 0)
     return nsbox_error_prefix (err, "audit log");
-  cleanup_json json_t *record = record_value (c, run, result, failure, code_sha256);
+  cleanup_json json_t *record = record_value (c, run, code_len, result, failure, code_sha256);
   if (!record)
     return nsbox_error_set (err, ENOMEM, "audit log: the record could not be built");
   struct text t = { NULL, 0, 0 };
@@ -433,20 +533,36 @@ nsbox_audit_append (int fd, const nsbox_config *c, const struct nsbox_audit_run 
       return nsbox_error_set (err, ENOMEM, "audit log: the record could not be written out");
     }
   t.len--; /* chain_and_write closes it */
-  pthread_mutex_lock (&audit_lock);
-  int locked;
-  do
-    locked = flock (log, LOCK_EX);
-  while (locked < 0 && errno == EINTR);
-  /* A pipe or a socket cannot be locked: the mutex orders this process's
-   * writers, and one write of up to PIPE_BUF bytes is atomic. */
-  if (locked < 0 && errno != EINVAL && errno != ENOTSUP && errno != EOPNOTSUPP)
-    ret = nsbox_error_sys (err, errno, "audit log: flock");
+  if ((ret = follow_rotation (c, &log, err)) < 0)
+    {
+      free (t.data);
+      return ret;
+    }
+  struct stat st;
+  if (fstat (log, &st) < 0)
+    ret = nsbox_error_sys (err, errno, "audit log: fstat");
+  else if (S_ISREG (st.st_mode))
+    {
+      /* Every writer has a description of its own (nsbox_audit_open): the
+       * flock excludes threads and processes alike. */
+      if ((ret = lock_log (log, err)) == 0)
+        {
+          if (fstat (log, &st) < 0)
+            ret = nsbox_error_sys (err, errno, "audit log: fstat");
+          else
+            ret = chain_and_write (log, &st, &t, err);
+          flock (log, LOCK_UN);
+        }
+    }
   else
-    ret = chain_and_write (log, &t, err);
-  if (locked == 0)
-    flock (log, LOCK_UN);
-  pthread_mutex_unlock (&audit_lock);
+    {
+      /* A pipe, a socket or a device: nothing to lock or read back. The
+       * mutex orders this process's writers and guards the hashes it
+       * remembers; a write of up to PIPE_BUF bytes to a pipe is atomic. */
+      pthread_mutex_lock (&audit_lock);
+      ret = chain_and_write (log, &st, &t, err);
+      pthread_mutex_unlock (&audit_lock);
+    }
   free (t.data);
   return ret;
 }
@@ -525,11 +641,13 @@ nsbox_audit_verify (const char *path, size_t *records, struct nsbox_error **err)
       if (!json_is_object (r) || !p || !(json_is_null (p) || json_is_string (p)))
         ret = nsbox_error_set (err, EBADMSG, "record %zu: not an audit record", n);
       else if (json_is_null (p) && n > 1)
-        ret = nsbox_error_set (err, EBADMSG, "record %zu: starts a new chain inside the log (%s)",
-                               n,
-                               json_string_value (json_object_get (r, "chain"))
-                                   ? json_string_value (json_object_get (r, "chain"))
-                                   : "no reason given");
+        {
+          /* The file's words, shown on a terminal: escaped. */
+          const char *why = json_string_value (json_object_get (r, "chain"));
+          cleanup_free char *shown = nsbox_printable (why ? why : "no reason given");
+          ret = nsbox_error_set (err, EBADMSG, "record %zu: starts a new chain inside the log (%s)",
+                                 n, shown ? shown : "?");
+        }
       else if (json_is_string (p) && n == 1)
         ret = nsbox_error_set (err, EBADMSG,
                                "record 1: follows a record that is not in the file (the log's "

@@ -957,7 +957,7 @@ nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
     {
       struct nsbox_error *run_err = NULL;
       r = pool_run (p, code, code_len, options, out, warm, &run_err);
-      r = nsbox_audit_after (audit_fd, p->config, &audit, r, out, &run_err);
+      r = nsbox_audit_after (audit_fd, p ? p->config : NULL, &audit, r, out, &run_err);
       nsbox_error_pass (err, run_err);
     }
   pthread_setcancelstate (old, NULL);

@@ -385,14 +385,21 @@ describe_client (const struct nsbox_server *s, int fd, char *out, size_t size)
   struct sockaddr_storage peer;
   socklen_t len = sizeof peer;
   char host[64] = "?";
+  unsigned port = 0;
   if (getpeername (fd, (struct sockaddr *)&peer, &len) == 0)
     {
       if (peer.ss_family == AF_INET)
-        inet_ntop (AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, host, sizeof host);
+        {
+          inet_ntop (AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, host, sizeof host);
+          port = ntohs (((struct sockaddr_in *)&peer)->sin_port);
+        }
       else if (peer.ss_family == AF_INET6)
-        inet_ntop (AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, host, sizeof host);
+        {
+          inet_ntop (AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, host, sizeof host);
+          port = ntohs (((struct sockaddr_in6 *)&peer)->sin6_port);
+        }
     }
-  snprintf (out, size, "serve tcp %s", host);
+  snprintf (out, size, "serve tcp %s port %u", host, port);
 }
 
 static enum MHD_Result

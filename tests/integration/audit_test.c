@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -290,6 +291,190 @@ Test (audit, a_log_that_cannot_be_written_stops_the_run_before_it_starts, .timeo
       run_out_free (&out);
     }
   rmdir (dir);
+  free (dir);
+}
+
+static int verify (const char *path, char **err_text);
+
+Test (audit, launchers_sharing_one_descriptor_keep_one_chain, .timeout = 300)
+{
+  /* fd:N inherited by every launcher from one open file description, as
+   * `exec 3>>log` in a shell gives it: a flock on that description would
+   * exclude none of them. */
+  char *dir = user_dir ();
+  char *log = log_path (dir);
+  int fd = open (log, O_WRONLY | O_APPEND | O_CREAT, 0600);
+  cr_assert (fd >= 0, "%s: %s", log, strerror (errno));
+  cr_assert (fchown (fd, (uid_t)launcher_uid (), (gid_t)-1) == 0, "chown: %s", strerror (errno));
+  char spec[32];
+  snprintf (spec, sizeof spec, "fd:%d", fd);
+  const char *const args[] = { "--audit-log", spec, NULL };
+  enum
+  {
+    ROUNDS = 3,
+    AT_ONCE = 6
+  };
+  for (int round = 0; round < ROUNDS; round++)
+    {
+      struct run_job jobs[AT_ONCE];
+      for (int i = 0; i < AT_ONCE; i++)
+        run_cli_spawn (args, true, &jobs[i]);
+      for (int i = 0; i < AT_ONCE; i++)
+        {
+          struct run_out out;
+          run_cli_wait (&jobs[i], "print(1)\n", 9, &out);
+          RUN_ASSERT (&out, out.exit_status == 0, "every run must succeed");
+          run_out_free (&out);
+        }
+    }
+  close (fd);
+  json_t *records = read_chain (log);
+  cr_assert_eq (json_array_size (records), ROUNDS * AT_ONCE);
+  json_decref (records);
+  unlink (log);
+  rmdir (dir);
+  free (log);
+  free (dir);
+}
+
+Test (audit, a_log_others_could_change_or_stall_is_refused, .timeout = 60)
+{
+  char *dir = user_dir ();
+  char *log = log_path (dir);
+  const char *const args[] = { "--audit-log", log, NULL };
+  struct
+  {
+    const char *what;
+    const char *expect;
+  } cases[] = {
+    { "group-writable", "writable by its owner only" },
+    { "a FIFO", "not a regular file" },
+    { "a symbolic link", "audit log" },
+    { "a second name", "one name" },
+  };
+  char other[4200];
+  snprintf (other, sizeof other, "%s/other", dir);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    {
+      unlink (log);
+      unlink (other);
+      int fd = -1;
+      switch (i)
+        {
+        case 0:
+          fd = open (log, O_WRONLY | O_CREAT | O_EXCL, 0620);
+          cr_assert (fd >= 0 && fchmod (fd, 0620) == 0);
+          cr_assert (fchown (fd, (uid_t)launcher_uid (), (gid_t)-1) == 0);
+          break;
+        case 1:
+          cr_assert (mkfifo (log, 0600) == 0
+                     && chown (log, (uid_t)launcher_uid (), (gid_t)-1) == 0);
+          break;
+        case 2:
+          fd = open (other, O_WRONLY | O_CREAT | O_EXCL, 0600);
+          cr_assert (fd >= 0 && fchown (fd, (uid_t)launcher_uid (), (gid_t)-1) == 0);
+          cr_assert (symlink (other, log) == 0);
+          break;
+        default:
+          fd = open (other, O_WRONLY | O_CREAT | O_EXCL, 0600);
+          cr_assert (fd >= 0 && fchown (fd, (uid_t)launcher_uid (), (gid_t)-1) == 0);
+          cr_assert (link (other, log) == 0);
+          break;
+        }
+      if (fd >= 0)
+        close (fd);
+      struct run_out out;
+      run_cli ("print('ran-' + 'here')\n", 23, args, &out);
+      RUN_ASSERT (&out, out.exit_status == 125 && strstr (out.err, cases[i].expect),
+                  "a log that is %s must be refused ('%s')", cases[i].what, cases[i].expect);
+      RUN_ASSERT (&out, !strstr (out.out, "ran-here"), "the program must not have run");
+      run_out_free (&out);
+      struct stat st;
+      if (i != 1)
+        cr_assert (stat (log, &st) == 0 && st.st_size == 0, "nothing may be written to %s",
+                   cases[i].what);
+    }
+  unlink (log);
+  unlink (other);
+  rmdir (dir);
+  free (log);
+  free (dir);
+}
+
+Test (audit, a_record_cut_short_is_followed_by_a_whole_one, .timeout = 60)
+{
+  char *dir = user_dir ();
+  char *log = log_path (dir);
+  const char *const args[] = { "--audit-log", log, NULL };
+  struct run_out out;
+  run_cli ("print(1)\n", 9, args, &out);
+  run_out_free (&out);
+  /* A crash or a full disk in the middle of a record. */
+  int fd = open (log, O_WRONLY | O_APPEND);
+  static const char cut[] = "{\"v\":1,\"time\":";
+  cr_assert (fd >= 0 && write (fd, cut, strlen (cut)) == (ssize_t)strlen (cut));
+  close (fd);
+  run_cli ("print(2)\n", 9, args, &out);
+  RUN_ASSERT (&out, out.exit_status == 0, "the run after the damage must succeed");
+  run_out_free (&out);
+  size_t len = 0;
+  char *text = slurp (log, &len);
+  cr_assert (len > 0 && text[len - 1] == '\n');
+  text[len - 1] = '\0';
+  char *last = strrchr (text, '\n');
+  cr_assert_not_null (last, "the new record must start on a line of its own");
+  json_error_t jerr;
+  json_t *r = json_loads (last + 1, 0, &jerr);
+  cr_assert (json_is_object (r), "the last line must be a whole record: %s: %s", jerr.text, last + 1);
+  cr_assert (json_is_null (json_object_get (r, "prev"))
+                 && strstr (json_string_value (json_object_get (r, "chain")), "restart"),
+             "it restarts the chain and says why");
+  json_decref (r);
+  free (text);
+  char *why = NULL;
+  int status = verify (log, &why);
+  cr_assert (status == 1 && strstr (why, "record 2: does not end with its hash"), "got %d: %s",
+             status, why);
+  free (why);
+  unlink (log);
+  rmdir (dir);
+  free (log);
+  free (dir);
+}
+
+Test (audit, a_log_rotated_during_a_run_gets_the_record_in_the_new_file, .timeout = 120)
+{
+  char *dir = user_dir ();
+  char *log = log_path (dir);
+  char rotated[4200], code[64];
+  snprintf (rotated, sizeof rotated, "%s.1", log);
+  const char *const args[] = { "--audit-log", log, NULL };
+  struct run_out out;
+  run_cli ("print(1)\n", 9, args, &out);
+  run_out_free (&out);
+  snprintf (code, sizeof code, "import time\ntime.sleep(%.1f)\n", harness_scaled (1.5));
+  const char *const slow[] = { "--audit-log", log, "--timeout", "60s", NULL };
+  struct run_job job;
+  run_cli_spawn (slow, true, &job);
+  run_job_feed (&job, code, strlen (code));
+  sleep_seconds (harness_scaled (0.5));
+  /* logrotate's default: rename, then a new file is made by the next run. */
+  cr_assert (rename (log, rotated) == 0, "rename: %s", strerror (errno));
+  run_cli_wait (&job, code, strlen (code), &out);
+  RUN_ASSERT (&out, out.exit_status == 0, "the run must succeed");
+  run_out_free (&out);
+  json_t *old = read_chain (rotated), *fresh = read_chain (log);
+  cr_assert_eq (json_array_size (old), 1, "the rotated file keeps the earlier record only");
+  cr_assert_eq (json_array_size (fresh), 1, "the run's record is in the file now at the path");
+  char want[65];
+  sha256_hex (code, strlen (code), want);
+  cr_assert_str_eq (str_at (json_array_get (fresh, 0), "code", "sha256"), want);
+  json_decref (old);
+  json_decref (fresh);
+  unlink (rotated);
+  unlink (log);
+  rmdir (dir);
+  free (log);
   free (dir);
 }
 
