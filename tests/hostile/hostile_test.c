@@ -158,25 +158,13 @@ scan_corpus (struct case_param **out, bool shared)
 
 /* Files. */
 
+/* The whole file: it must be there. */
 static char *
-read_file (const char *path, size_t *len)
+read_existing (const char *path, size_t *len)
 {
-  FILE *f = fopen (path, "rbe");
-  cr_assert_not_null (f, "open '%s': %s", path, strerror (errno));
-  size_t alloc = 4096, used = 0;
-  char *buf = malloc (alloc);
-  size_t n;
-  while (buf && (n = fread (buf + used, 1, alloc - used - 1, f)) > 0)
-    {
-      used += n;
-      if (alloc - used < 2)
-        buf = realloc (buf, alloc *= 2);
-    }
-  fclose (f);
-  cr_assert_not_null (buf, "out of memory");
-  buf[used] = '\0';
-  *len = used;
-  return buf;
+  char *data = read_file (path, len);
+  cr_assert_not_null (data, "open '%s': %s", path, strerror (errno));
+  return data;
 }
 
 /* Values: "quoted" or bare words, with backslash escapes. */
@@ -488,7 +476,7 @@ check_canary (const char *path, const char *secret, const struct stat *before, c
                  && st.st_uid == before->st_uid && st.st_ino == before->st_ino,
              "%s: canary '%s' was changed during the run", name, path);
   size_t len;
-  char *content = read_file (path, &len);
+  char *content = read_existing (path, &len);
   cr_assert (len == strlen (secret) && memcmp (content, secret, len) == 0,
              "%s: canary '%s' content changed", name, path);
   free (content);
@@ -683,14 +671,14 @@ build_code (const struct case_param *c, const struct header *hd, const struct ho
             size_t *out_len)
 {
   size_t len;
-  char *body = read_file (c->path, &len);
+  char *body = read_existing (c->path, &len);
   size_t plen = 0;
   char *prelude = NULL;
   if (hd->prelude)
     {
       char path[PATH_MAX];
       snprintf (path, sizeof path, "%s/lib/%s.py", corpus_dir (), hd->prelude);
-      prelude = read_file (path, &plen);
+      prelude = read_existing (path, &plen);
     }
   size_t pad = hd->pad ? parse_size (hd->pad) : 0;
   char *all = malloc (plen + len + pad + 2);
@@ -1205,7 +1193,7 @@ run_attempt (const struct case_param *c, double scale, bool may_retry)
   char name[160];
   snprintf (name, sizeof name, "%s/%s", c->group, c->name);
   size_t len;
-  char *raw = read_file (c->path, &len);
+  char *raw = read_existing (c->path, &len);
   struct header hd;
   parse_header (name, raw, len, &hd);
   free (raw);

@@ -18,21 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "harness.h"
 
 #define TAIL 75 /* ,"hash":"<64 hex>"} */
-
-static void
-sha256_hex (const char *data, size_t len, char hex[65])
-{
-  unsigned char d[32];
-  unsigned int n = 0;
-  cr_assert (EVP_Digest (data, len, d, &n, EVP_sha256 (), NULL) == 1 && n == 32);
-  for (int i = 0; i < 32; i++)
-    snprintf (hex + 2 * i, 3, "%02x", d[i]);
-}
 
 static char *
 log_path (const char *dir)
@@ -42,21 +30,12 @@ log_path (const char *dir)
   return p;
 }
 
+/* The whole file: it must be there. */
 static char *
 slurp (const char *path, size_t *len)
 {
-  FILE *f = fopen (path, "rb");
-  cr_assert_not_null (f, "%s: %s", path, strerror (errno));
-  char *data = NULL;
-  size_t n = 0;
-  FILE *m = open_memstream (&data, &n);
-  char buf[65536];
-  size_t got;
-  while ((got = fread (buf, 1, sizeof buf, f)) > 0)
-    fwrite (buf, 1, got, m);
-  fclose (f);
-  fclose (m);
-  *len = n;
+  char *data = read_file (path, len);
+  cr_assert_not_null (data, "%s: %s", path, strerror (errno));
   return data;
 }
 
@@ -234,16 +213,16 @@ MODE_TEST (audit, code_output_and_environment_values_stay_out_unless_audit_code,
   free (dir);
 }
 
-Test (audit, concurrent_launchers_never_interleave_records, .timeout = 300)
+enum
 {
-  char *dir = user_dir ();
-  char *log = log_path (dir);
-  const char *const args[] = { "--audit-log", log, NULL };
-  enum
-  {
-    ROUNDS = 3,
-    AT_ONCE = 6
-  };
+  ROUNDS = 3,
+  AT_ONCE = 6
+};
+
+/* ROUNDS times, AT_ONCE launchers started together, each running print(1). */
+static void
+run_at_once (const char *const *args)
+{
   for (int round = 0; round < ROUNDS; round++)
     {
       struct run_job jobs[AT_ONCE];
@@ -257,6 +236,14 @@ Test (audit, concurrent_launchers_never_interleave_records, .timeout = 300)
           run_out_free (&out);
         }
     }
+}
+
+Test (audit, concurrent_launchers_never_interleave_records, .timeout = 300)
+{
+  char *dir = user_dir ();
+  char *log = log_path (dir);
+  const char *const args[] = { "--audit-log", log, NULL };
+  run_at_once (args);
   json_t *records = read_chain (log);
   cr_assert_eq (json_array_size (records), ROUNDS * AT_ONCE, "%d runs, %zu records",
                 ROUNDS * AT_ONCE, json_array_size (records));
@@ -309,24 +296,7 @@ Test (audit, launchers_sharing_one_descriptor_keep_one_chain, .timeout = 300)
   char spec[32];
   snprintf (spec, sizeof spec, "fd:%d", fd);
   const char *const args[] = { "--audit-log", spec, NULL };
-  enum
-  {
-    ROUNDS = 3,
-    AT_ONCE = 6
-  };
-  for (int round = 0; round < ROUNDS; round++)
-    {
-      struct run_job jobs[AT_ONCE];
-      for (int i = 0; i < AT_ONCE; i++)
-        run_cli_spawn (args, true, &jobs[i]);
-      for (int i = 0; i < AT_ONCE; i++)
-        {
-          struct run_out out;
-          run_cli_wait (&jobs[i], "print(1)\n", 9, &out);
-          RUN_ASSERT (&out, out.exit_status == 0, "every run must succeed");
-          run_out_free (&out);
-        }
-    }
+  run_at_once (args);
   close (fd);
   json_t *records = read_chain (log);
   cr_assert_eq (json_array_size (records), ROUNDS * AT_ONCE);
@@ -425,7 +395,8 @@ Test (audit, a_record_cut_short_is_followed_by_a_whole_one, .timeout = 60)
   cr_assert_not_null (last, "the new record must start on a line of its own");
   json_error_t jerr;
   json_t *r = json_loads (last + 1, 0, &jerr);
-  cr_assert (json_is_object (r), "the last line must be a whole record: %s: %s", jerr.text, last + 1);
+  cr_assert (json_is_object (r), "the last line must be a whole record: %s: %s", jerr.text,
+             last + 1);
   cr_assert (json_is_null (json_object_get (r, "prev"))
                  && strstr (json_string_value (json_object_get (r, "chain")), "restart"),
              "it restarts the chain and says why");

@@ -16,8 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "harness.h"
 
 #define MIB (1u << 20)
@@ -44,36 +42,6 @@ write_file (const char *path, const char *data, size_t len)
   cr_assert (fd >= 0, "create %s: %s", path, strerror (errno));
   cr_assert (write (fd, data, len) == (ssize_t)len, "write %s", path);
   close (fd);
-}
-
-/* The whole file, or NULL when it is not there. */
-static char *
-read_file (const char *path, size_t *len)
-{
-  FILE *f = fopen (path, "rb");
-  if (!f)
-    return NULL;
-  char *data = NULL;
-  size_t n = 0;
-  FILE *m = open_memstream (&data, &n);
-  char buf[65536];
-  size_t got;
-  while ((got = fread (buf, 1, sizeof buf, f)) > 0)
-    fwrite (buf, 1, got, m);
-  fclose (f);
-  fclose (m);
-  *len = n;
-  return data;
-}
-
-static void
-sha256_hex (const char *data, size_t len, char hex[65])
-{
-  unsigned char d[32];
-  unsigned int n = 0;
-  cr_assert (EVP_Digest (data, len, d, &n, EVP_sha256 (), NULL) == 1 && n == 32);
-  for (int i = 0; i < 32; i++)
-    snprintf (hex + 2 * i, 3, "%02x", d[i]);
 }
 
 /* The names in dir, sorted, joined by ' '. */

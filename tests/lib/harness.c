@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <openssl/evp.h>
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>
 #endif
@@ -2054,6 +2055,35 @@ remove_tree (const char *path)
 {
   if (path)
     nftw (path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+char *
+read_file (const char *path, size_t *len)
+{
+  FILE *f = fopen (path, "rbe");
+  if (!f)
+    return NULL;
+  char *data = NULL;
+  size_t n = 0;
+  FILE *m = open_memstream (&data, &n);
+  char buf[65536];
+  size_t got;
+  while ((got = fread (buf, 1, sizeof buf, f)) > 0)
+    fwrite (buf, 1, got, m);
+  fclose (f);
+  fclose (m);
+  *len = n;
+  return data;
+}
+
+void
+sha256_hex (const char *data, size_t len, char hex[65])
+{
+  unsigned char d[32];
+  unsigned int n = 0;
+  cr_assert (EVP_Digest (data, len, d, &n, EVP_sha256 (), NULL) == 1 && n == 32);
+  for (int i = 0; i < 32; i++)
+    snprintf (hex + 2 * i, 3, "%02x", d[i]);
 }
 
 char *

@@ -235,6 +235,13 @@ long serve_http (const char *socket, const char *method, const char *path, const
                  size_t body_len, const char *const *headers, char **answer, bool *retry_after);
 /* A free TCP port on 127.0.0.1 (bound, then released). */
 uint16_t free_tcp_port (void);
+/* The whole file (NUL-terminated; *len without the NUL), or NULL when it
+ * cannot be opened. Caller frees. */
+char *read_file (const char *path, size_t *len);
+/* SHA-256 of data as 64 lowercase hex digits, computed here (libcrypto),
+ * never taken from nsbox. */
+void sha256_hex (const char *data, size_t len, char hex[65]);
+
 /* Directory of the test user (or of the harness's user) for files the
  * server must read: a fresh 0700 directory; free and rm -r it. */
 char *user_dir (void);
