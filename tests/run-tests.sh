@@ -31,14 +31,7 @@
 # trivial run is here and now (tests/lib/harness.h, harness_time_scale); the
 # tests scale their time bounds by it, and the summary shows it.
 #
-# Jobs: two at once, as many as this 2-core machine has cores. The runsc
-# passes as root run four: there each gVisor sandbox, its own start-up
-# included, is held to the default 0.5 CPU by its cgroup, so two jobs leave
-# the machine 40% idle (a trivial run takes about 1 s of wall time for 0.4 s
-# of CPU).
-#
-# Knobs: NSBOX_TEST_JOBS (Criterion --jobs; default 2), NSBOX_TEST_RUNSC_ROOT_JOBS
-# (the same for the runsc passes as root; default 4), NSBOX_TEST_PASS_TIMEOUT
+# Knobs: NSBOX_TEST_JOBS (Criterion --jobs; default 2), NSBOX_TEST_PASS_TIMEOUT
 # (seconds per pass, default 600), NSBOX_TEST_ARGS (extra Criterion options,
 # e.g. "--filter 'limits/*'"), NSBOX_TEST_MUST_WORK=1 (CI: no pass may be
 # skipped or run no test).
@@ -69,8 +62,6 @@ for f in "$unit" "$integration" "$nsbox_bin"; do
 	[ -x "$f" ] || die "$f missing (run: make check)"
 done
 jobs="${NSBOX_TEST_JOBS:-2}"
-runsc_root_jobs="${NSBOX_TEST_RUNSC_ROOT_JOBS:-4}"
-[ "$(id -u)" -eq 0 ] || runsc_root_jobs="$jobs"
 if readelf -d "$unit" 2>/dev/null | grep -q 'NEEDED.*libasan'; then
 	export LSAN_OPTIONS="suppressions=$here/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 	export ASAN_OPTIONS="fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
@@ -99,7 +90,7 @@ total_passed=0
 total_failed=0
 any_failed=0
 
-# run_pass LABEL [JOBS=N] [VAR=VALUE...] -- BINARY
+# run_pass LABEL [VAR=VALUE...] -- BINARY
 # Criterion 2.4 now and then exits 1 with every test of a pass reported as
 # passing (no failing, no crashing test, no runner message). Such a pass is
 # run once more and the summary says so; any other failure is final.
@@ -122,12 +113,9 @@ run_pass_once() {
 	last_anomaly=0
 	local label="$1"
 	shift
-	local envs=() pass_jobs="$jobs"
+	local envs=()
 	while [ "$1" != "--" ]; do
-		case "$1" in
-		JOBS=*) pass_jobs="${1#JOBS=}" ;;
-		*) envs+=("$1") ;;
-		esac
+		envs+=("$1")
 		shift
 	done
 	shift
@@ -141,7 +129,7 @@ run_pass_once() {
 	local began=$SECONDS
 	set +e
 	env "${envs[@]}" NSBOX_TEST_CALIBRATION="$calib" timeout --kill-after=30 "$pass_timeout" \
-		"$1" --jobs "$pass_jobs" "${extra_args[@]}" 2>&1 | tee "$out"
+		"$1" --jobs "$jobs" "${extra_args[@]}" 2>&1 | tee "$out"
 	rc="${PIPESTATUS[0]}"
 	set -e
 	# Criterion: "[====] Synthesis: Tested: 5 | Passing: 4 | Failing: 1 | Crashing: 0"
@@ -152,7 +140,7 @@ run_pass_once() {
 		failing="$(sed -n 's/.*Failing: *\([0-9]*\).*/\1/p' <<<"$line")"
 		crashing="$(sed -n 's/.*Crashing: *\([0-9]*\).*/\1/p' <<<"$line")"
 	fi
-	notes=" in $((SECONDS - began)) s, $pass_jobs jobs"
+	notes=" in $((SECONDS - began)) s"
 	if [ -s "$calib" ]; then
 		# "<scale> <median ms>"
 		notes="$notes$(awk '{ printf ", time scale %s (a trivial run took %s ms)", $1, $2 }' "$calib")"
@@ -215,8 +203,8 @@ elif [ -z "$runsc_bin" ]; then
 	runsc_why="runsc not installed (apt-get install runsc)"
 fi
 if [ -z "$runsc_why" ]; then
-	run_pass "integration under runsc as $(id -un) (uid $(id -u))" JOBS="$runsc_root_jobs" \
-		-u NSBOX_TEST_USER NSBOX_TEST_RUNTIME=runsc -- "$integration"
+	run_pass "integration under runsc as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER \
+		NSBOX_TEST_RUNTIME=runsc -- "$integration"
 else
 	skip_pass "integration under runsc as $(id -un)" "$runsc_why"
 fi
@@ -269,8 +257,8 @@ if [ -x "$hostile" ]; then
 	run_pass "hostile as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME \
 		-- "$hostile"
 	if [ -z "$runsc_why" ]; then
-		run_pass "hostile under runsc as $(id -un) (uid $(id -u))" JOBS="$runsc_root_jobs" \
-			-u NSBOX_TEST_USER NSBOX_TEST_RUNTIME=runsc -- "$hostile"
+		run_pass "hostile under runsc as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER \
+			NSBOX_TEST_RUNTIME=runsc -- "$hostile"
 	else
 		skip_pass "hostile under runsc as $(id -un)" "$runsc_why"
 	fi
