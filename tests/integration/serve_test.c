@@ -89,8 +89,11 @@ Test (serve, the_seed_behaviours_and_limits_hold_through_the_server, .timeout = 
   char timeout[32], profile_mem[300], profile_pids[300];
   harness_scaled_duration (1, timeout, sizeof timeout);
   char *dir = user_dir ();
-  char *mem = profile_file (dir, "mem", "memory: 64m\n");
-  char *pids = profile_file (dir, "pids", "pids-limit: 16\n");
+  /* The profiles test memory and pids: a timeout far away, so that a slow
+   * machine (forks under gVisor held to 0.5 CPU) cannot turn them into
+   * timeouts. */
+  char *mem = profile_file (dir, "mem", "memory: 64m\ntimeout: 60s\n");
+  char *pids = profile_file (dir, "pids", "pids-limit: 16\ntimeout: 60s\n");
   snprintf (profile_mem, sizeof profile_mem, "mem=%s", mem);
   snprintf (profile_pids, sizeof profile_pids, "pids=%s", pids);
   const char *const args[] = { "--timeout", timeout,     "--pool-size", "1", "--profile",
