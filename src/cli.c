@@ -612,6 +612,24 @@ add_profile (struct nsbox_serve_profile *profiles, size_t *n, const char *name,
   return 0;
 }
 
+/* The server's own audit settings (its flags and --config) reach every
+ * profile that names no audit log of its own: no profile goes unaudited
+ * by accident. */
+static int
+inherit_audit (const nsbox_config *server, nsbox_config *profile, struct nsbox_error **err)
+{
+  cleanup_free char *mine = nsbox_config_get (profile, "audit-log", err);
+  cleanup_free char *theirs = nsbox_config_get (server, "audit-log", err);
+  cleanup_free char *code = nsbox_config_get (server, "audit-code", err);
+  if (!mine || !theirs || !code)
+    return -ENOMEM;
+  if (*mine || !*theirs)
+    return 0;
+  if (nsbox_config_set (profile, "audit-log", theirs, err) < 0)
+    return -EINVAL;
+  return nsbox_config_set (profile, "audit-code", code, err);
+}
+
 static int
 serve_profiles (const struct cli *cli, struct nsbox_serve_profile *profiles, size_t *n)
 {
@@ -638,7 +656,8 @@ serve_profiles (const struct cli *cli, struct nsbox_serve_profile *profiles, siz
       char name[64];
       snprintf (name, sizeof name, "%.*s", (int)nl, spec);
       nsbox_config *pc = nsbox_config_new (&err);
-      if (!pc || nsbox_config_load_yaml (pc, eq + 1, &err) < 0)
+      if (!pc || nsbox_config_load_yaml (pc, eq + 1, &err) < 0
+          || inherit_audit (config, pc, &err) < 0)
         {
           nsbox_config_free (pc);
           return fail ("profile '%s': %s", name, nsbox_error_message (err));

@@ -371,13 +371,19 @@ nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
       o->output_dir = copy;
       return 0;
     }
+  if (strcmp (key, "audit-log") == 0 || strcmp (key, "audit-code") == 0)
+    return nsbox_error_set (err, EINVAL,
+                            "key '%s' cannot be set per run: the audit log is the pool's "
+                            "(configure it on the pool)",
+                            key);
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   for (size_t i = 0; keys[i].name; i++)
     if (strcmp (keys[i].name, key) == 0)
       return nsbox_error_set (err, EINVAL,
                               "key '%s' cannot be set per run: it needs a different "
-                              "sandbox (a run takes only timeout, max-output-bytes, inputs and "
-                              "output-dir; configure '%s' on the pool or run it without one)",
+                              "sandbox (a run takes only timeout, max-output-bytes, inputs, "
+                              "output-dir and session; configure '%s' on the pool or run it "
+                              "without one)",
                               key, key);
   return nsbox_error_set (err, EINVAL, "unknown key '%s'", key);
 }

@@ -556,7 +556,17 @@ Test (audit, served_runs_carry_their_session_and_client, .timeout = 120)
 {
   char *dir = user_dir ();
   char *log = log_path (dir);
-  const char *const args[] = { "--audit-log", log, "--pool-size", "1", NULL };
+  /* A profile that names no audit log of its own is audited too. */
+  char profile[4200], profile_arg[4300];
+  snprintf (profile, sizeof profile, "%s/other.yaml", dir);
+  FILE *f = fopen (profile, "we");
+  cr_assert_not_null (f);
+  fprintf (f, "rootfs: %s\nruntime: %s\n", harness_rootfs (), harness_runtime ());
+  fclose (f);
+  cr_assert (chmod (profile, 0644) == 0);
+  snprintf (profile_arg, sizeof profile_arg, "other=%s", profile);
+  const char *const args[]
+      = { "--audit-log", log, "--pool-size", "1", "--profile", profile_arg, NULL };
   struct serve_job s;
   serve_start (args, &s);
   static const char body_session[] = "{\"code\":\"print(1)\",\"session\":\"from-body\"}";
@@ -571,6 +581,16 @@ Test (audit, served_runs_carry_their_session_and_client, .timeout = 120)
                    NULL);
   cr_assert_eq (st, 200, "%s", answer);
   free (answer);
+  static const char body_other[] = "{\"code\":\"print(3)\",\"profile\":\"other\"}";
+  st = serve_http (s.socket, "POST", "/v1/runs", body_other, strlen (body_other), NULL, &answer,
+                   NULL);
+  cr_assert_eq (st, 200, "%s", answer);
+  free (answer);
+  /* A client cannot point the server's audit log elsewhere. */
+  static const char body_log[] = "{\"code\":\"print(4)\",\"audit-log\":\"/tmp/elsewhere\"}";
+  st = serve_http (s.socket, "POST", "/v1/runs", body_log, strlen (body_log), NULL, &answer, NULL);
+  cr_assert (st == 400 && strstr (answer, "audit log is the pool's"), "got %ld: %s", st, answer);
+  free (answer);
   const char *const bad[] = { "X-Nsbox-Session: no spaces allowed", NULL };
   st = serve_http (s.socket, "POST", "/v1/runs", body_plain, strlen (body_plain), bad, &answer,
                    NULL);
@@ -581,8 +601,12 @@ Test (audit, served_runs_carry_their_session_and_client, .timeout = 120)
   free (serve_log);
 
   json_t *records = read_chain (log);
-  cr_assert_eq (json_array_size (records), 2,
-                "2 runs, %zu records (a refused request is not a run)", json_array_size (records));
+  cr_assert_eq (json_array_size (records), 3,
+                "3 runs, %zu records (a refused request is not a run)", json_array_size (records));
+  char want_code[65];
+  sha256_hex ("print(3)", 8, want_code);
+  cr_assert_str_eq (str_at (json_array_get (records, 2), "code", "sha256"), want_code,
+                    "the run of profile 'other' is in the server's log");
   cr_assert_str_eq (str_at (json_array_get (records, 0), "session", NULL), "from-body");
   cr_assert_str_eq (str_at (json_array_get (records, 1), "session", NULL), "from-header");
   char want[64];
@@ -592,6 +616,7 @@ Test (audit, served_runs_carry_their_session_and_client, .timeout = 120)
   cr_assert_eq (int_at (json_array_get (records, 0), "caller", "uid"), launcher_uid ());
   json_decref (records);
   unlink (log);
+  unlink (profile);
   rmdir (dir);
   free (log);
   free (dir);
