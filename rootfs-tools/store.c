@@ -128,23 +128,6 @@ mkdir_p (const char *path, mode_t mode)
   return 0;
 }
 
-static char *
-default_root (void)
-{
-  const char *env = getenv ("NSBOX_STORE");
-  if (env && *env)
-    return strdup (env);
-  if (geteuid () == 0)
-    return strdup ("/var/lib/nsbox");
-  const char *xdg = getenv ("XDG_CACHE_HOME");
-  if (xdg && *xdg == '/')
-    return xasprintf ("%s/nsbox", xdg);
-  const char *home = getenv ("HOME");
-  if (!home || *home != '/')
-    return NULL;
-  return xasprintf ("%s/.cache/nsbox", home);
-}
-
 /* The limits, their variables, defaults and accepted ranges. Ranges: byte
  * limits stay far from overflowing the stream limit derived from them
  * (layer.c); inodes are counted in 32 bits; no path has more components
@@ -240,7 +223,7 @@ init_layout (struct nsbox_store *store, struct nsbox_error **err)
 int
 nsbox_store_open (const char *root, struct nsbox_store **out, struct nsbox_error **err)
 {
-  cleanup_free char *path = root ? strdup (root) : default_root ();
+  cleanup_free char *path = root ? strdup (root) : nsbox_default_store ();
   if (!path)
     return root ? nsbox_error_oom (err)
                 : nsbox_error_set (err, EINVAL, "no image store location: set NSBOX_STORE or HOME");

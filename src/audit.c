@@ -47,14 +47,6 @@
 
 static const char tail_head[] = ",\"hash\":\"";
 
-uint64_t
-nsbox_realtime_ms (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A log named by path: a regular file of ours, one name, writable by no
  * one else, so that nobody else can edit, truncate or stall it. O_NONBLOCK
  * keeps a FIFO planted at the path from blocking the open. */

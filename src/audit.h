@@ -43,6 +43,4 @@ int nsbox_audit_after (int fd, const nsbox_config *c, const struct nsbox_audit_r
  * -EBADMSG with err naming the first broken record. */
 int nsbox_audit_verify (const char *path, size_t *records, struct nsbox_error **err) NSBOX_INTERNAL;
 
-uint64_t nsbox_realtime_ms (void) NSBOX_INTERNAL;
-
 #endif

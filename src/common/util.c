@@ -8,6 +8,8 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "error.h"
 
@@ -165,4 +167,29 @@ nsbox_read_small (const char *path, char *buf, size_t size)
     return -errno;
   buf[n] = '\0';
   return (int)n;
+}
+
+uint64_t
+nsbox_realtime_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+char *
+nsbox_default_store (void)
+{
+  const char *env = getenv ("NSBOX_STORE");
+  if (env && *env)
+    return strdup (env);
+  if (geteuid () == 0)
+    return strdup ("/var/lib/nsbox");
+  const char *xdg = getenv ("XDG_CACHE_HOME");
+  if (xdg && *xdg == '/')
+    return xasprintf ("%s/nsbox", xdg);
+  const char *home = getenv ("HOME");
+  if (!home || *home != '/')
+    return NULL;
+  return xasprintf ("%s/.cache/nsbox", home);
 }

@@ -115,6 +115,14 @@ int nsbox_read_small (const char *path, char *buf, size_t size) NSBOX_INTERNAL;
 int nsbox_read_file (const char *path, size_t max, const char *what, char **data, size_t *len,
                      struct nsbox_error **err) NSBOX_INTERNAL;
 
+/* CLOCK_REALTIME in milliseconds (what a log or a state file records). */
+uint64_t nsbox_realtime_ms (void) NSBOX_INTERNAL;
+
+/* The image store's directory when none is configured: $NSBOX_STORE, else
+ * /var/lib/nsbox for root, else ${XDG_CACHE_HOME:-$HOME/.cache}/nsbox;
+ * NULL when none can be named or out of memory. */
+char *nsbox_default_store (void) NSBOX_INTERNAL;
+
 /* A launcher killed with SIGKILL cannot remove what it made for its run
  * (cgroups, a runsc work dir), named PREFIX<its pid>-...: this calls
  * remove(dirfd, name) for each such entry of dir whose launcher is gone,
