@@ -41,7 +41,14 @@ extern "C"
    * the CLI flags and the JSON result: image, rootfs, pull, store, runtime,
    * timeout, memory, cpus, pids-limit, max-output-bytes, output-capture,
    * tmp-size, network, user, env, command, inputs, output-dir, strict,
-   * seccomp-policy, pull, store, audit-log, audit-code, session.
+   * seccomp-policy, pull, store, audit-log, audit-code, session,
+   * quota-runs-per-minute, quota-concurrent, quota-cpu-time,
+   * quota-wall-time, quota-window.
+   * With a quota key set, nsbox_run and nsbox_pool_run check the run's
+   * session (the session key, or a pooled run's own) against its quotas
+   * before any sandbox starts; a refused run returns 0 with a result that
+   * says so (nsbox_result_quota_refusal). The accounting is kept per session
+   * id for the whole process (every configuration and pool shares it).
    * With audit-log set, nsbox_run and nsbox_pool_run append one
    * hash-chained JSON Lines record per run (README.md, "The audit log"); a
    * log that cannot be opened fails the run before a sandbox starts, and a
@@ -118,7 +125,8 @@ extern "C"
 
   NSBOX_EXPORT void nsbox_result_free (nsbox_result *result);
 
-  /* The program's exit status, or 128+N when signal N killed it. */
+  /* The program's exit status, or 128+N when signal N killed it; -1 when
+   * a quota refused the run. */
   NSBOX_EXPORT int nsbox_result_exit_code (const nsbox_result *result);
   /* The signal that killed the program, or 0. */
   NSBOX_EXPORT int nsbox_result_signal (const nsbox_result *result);
@@ -155,6 +163,14 @@ extern "C"
    * ("served": "warm" in the JSON) rather than one started for it ("cold":
    * every nsbox_run, and a pooled run that found no entry ready). */
   NSBOX_EXPORT bool nsbox_result_warm (const nsbox_result *result);
+
+  /* The quota that refused the run ("runs-per-minute", "concurrent",
+   * "cpu-time", "wall-time"; "quota_refusal" in the JSON), or NULL when no
+   * quota refused it. A refused run started no sandbox and ran nothing: its
+   * exit code is -1 and its other fields are zero. retry_after_ms says how
+   * long until the same run would be admitted (0 when not refused). */
+  NSBOX_EXPORT const char *nsbox_result_quota_refusal (const nsbox_result *result);
+  NSBOX_EXPORT uint64_t nsbox_result_retry_after_ms (const nsbox_result *result);
 
   /* The files collected from /tmp/out into output-dir (sorted by name):
    * how many, and each one's name (as written in output-dir), size in bytes

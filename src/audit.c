@@ -43,6 +43,7 @@
 
 #include "audit.h"
 #include "digest.h"
+#include "quota.h"
 #include "result.h"
 
 static const char tail_head[] = ",\"hash\":\"";
@@ -342,6 +343,28 @@ add_object (json_t *parent, const char *key)
   return o;
 }
 
+/* "none" without quotas; else the decision, and for a refusal which quota,
+ * its limit and the wait it asked for. */
+static json_t *
+quota_value (const nsbox_config *c, const nsbox_result *result)
+{
+  if (!nsbox_quota_configured (c))
+    return json_string ("none");
+  json_t *q = json_object ();
+  bool refused = result && result->quota_refusal;
+  if (!q || add (q, "decision", json_string (refused ? "refused" : "accepted")) < 0
+      || (refused
+          && (add (q, "quota", json_string (result->quota_refusal)) < 0
+              || add (q, "limit", json_string (result->quota_limit)) < 0
+              || add (q, "retry_after_ms", json_integer ((json_int_t)result->retry_after_ms))
+                     < 0)))
+    {
+      json_decref (q);
+      return NULL;
+    }
+  return q;
+}
+
 static const char *
 runtime_name (const nsbox_config *c, const nsbox_result *result)
 {
@@ -364,7 +387,11 @@ record_value (const nsbox_config *c, const struct nsbox_audit_run *run, size_t c
   const char *session = run->session ? run->session : c->session;
   cleanup_json json_t *r = json_object ();
   if (!r || add (r, "v", json_integer (1)) < 0 || add (r, "time", json_string (when)) < 0
-      || add (r, "event", json_string (result ? "run" : "error")) < 0
+      || add (r, "event",
+              json_string (!result                 ? "error"
+                           : result->quota_refusal ? "refused"
+                                                   : "run"))
+             < 0
       || add (r, "run_id", json_string (id)) < 0 || add (r, "session", text_or_null (session)) < 0)
     return NULL;
   json_t *caller = add_object (r, "caller");
@@ -386,7 +413,7 @@ record_value (const nsbox_config *c, const struct nsbox_audit_run *run, size_t c
   if (!code || add (code, "sha256", json_string (code_sha256)) < 0
       || add (code, "length", json_integer ((json_int_t)code_len)) < 0
       || (c->audit_code && add (code, "text", bytes_value (run->code, code_len)) < 0)
-      || add (r, "quota", json_string ("none")) < 0)
+      || add (r, "quota", quota_value (c, result)) < 0)
     return NULL;
   if (result)
     {

@@ -23,6 +23,7 @@
 #include "nsbox.h"
 #include "client.h"
 #include "pool.h"
+#include "quota.h"
 #include "result.h"
 #include "seccomp.h"
 #include "serve.h"
@@ -33,6 +34,7 @@
 #define EXIT_NSBOX_FAILED 125
 #define EXIT_TIMED_OUT 124
 #define EXIT_OOM 137
+#define EXIT_REFUSED 75 /* EX_TEMPFAIL: a quota refused the run; try later */
 /* Code arrives on stdin; beyond this it is refused, not truncated. */
 #define MAX_CODE_BYTES (64u << 20)
 
@@ -138,7 +140,7 @@ usage (FILE *out)
       fprintf (out, "  %-22s %s\n", flag, k->help);
     }
   fprintf (out, "\nexit status: the program's own; 124 timed out; 137 killed by the memory "
-                "limit;\n125 nsbox could not run it.\n");
+                "limit;\n125 nsbox could not run it; 75 a quota refused it.\n");
 }
 
 static int __attribute__ ((format (printf, 1, 2))) fail (const char *fmt, ...)
@@ -312,6 +314,7 @@ struct shown
   bool out_truncated, err_truncated, timed_out, oom_killed;
   uint64_t out_omitted, err_omitted;
   int exit_code;
+  const char *refusal; /* the quota that refused the run, or NULL */
 };
 
 static struct shown
@@ -327,12 +330,15 @@ shown_of_result (const nsbox_result *res)
   v.timed_out = nsbox_result_timed_out (res);
   v.oom_killed = nsbox_result_oom_killed (res);
   v.exit_code = nsbox_result_exit_code (res);
+  v.refusal = nsbox_result_quota_refusal (res);
   return v;
 }
 
 static int
 exit_status (const struct shown *v)
 {
+  if (v->refusal)
+    return EXIT_REFUSED;
   if (v->timed_out)
     return EXIT_TIMED_OUT;
   if (v->oom_killed)
@@ -386,6 +392,14 @@ report (const struct cli *cli, const nsbox_config *config, const nsbox_result *r
         return fail ("%s", nsbox_error_message (err));
       nsbox_write_all (STDOUT_FILENO, json, strlen (json));
       nsbox_write_all (STDOUT_FILENO, "\n", 1);
+      return exit_status (&v);
+    }
+  if (v.refusal)
+    {
+      /* The same words a model reads (nsbox_result_to_text). */
+      cleanup_error struct nsbox_error *err = NULL;
+      cleanup_free char *text = nsbox_result_to_text (res, &err);
+      fprintf (stderr, "nsbox: %s", text ? text : "refused by a quota\n");
       return exit_status (&v);
     }
   /* What /tmp/out held and output-dir did not get; control characters of
@@ -469,7 +483,8 @@ report_answer (const struct cli *cli, long status, const char *answer, size_t le
       json_decref (o);
       return fail ("the server answered %ld with a body that is not a JSON object", status);
     }
-  if (status != 200)
+  /* 429: a quota refused the run; the body is its result. */
+  if (status != 200 && !(status == 429 && json_object_get (o, "quota_refusal")))
     {
       const char *msg = json_string_value (json_object_get (o, "error"));
       int r = fail ("the server refused the run (HTTP %ld): %s", status, msg ? msg : "?");
@@ -524,6 +539,23 @@ run_on_server (const struct cli *cli, const char *code, size_t len)
   return report_answer (cli, status, answer, answer_len);
 }
 
+/* Separate invocations share a session's quotas through state files under
+ * the image store (quota.h). */
+static int
+share_quotas (nsbox_config *config)
+{
+  if (!nsbox_quota_configured (config))
+    return 0;
+  cleanup_free char *store = config->store ? strdup (config->store) : nsbox_default_store ();
+  if (!store)
+    return fail ("quotas: no directory for their state: set --store, $NSBOX_STORE or $HOME");
+  cleanup_free char *dir = xasprintf ("%s/quota", store);
+  cleanup_error struct nsbox_error *err = NULL;
+  if (!dir || nsbox_config_set_quota_state (config, dir, &err) < 0)
+    return fail ("%s", err ? nsbox_error_message (err) : "out of memory");
+  return 0;
+}
+
 static int
 cmd_run (int argc, char **argv)
 {
@@ -549,6 +581,8 @@ cmd_run (int argc, char **argv)
   if (!config)
     return fail ("%s", nsbox_error_message (err));
   ret = configure (&cli, config);
+  if (ret == 0)
+    ret = share_quotas (config);
   /* Held until this process exits. */
   struct nsbox_image image = { .lock_fd = -1 };
   if (ret == 0 && !config->rootfs)

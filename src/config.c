@@ -27,6 +27,7 @@
 #include "config_keys.h"
 #include "error.h"
 #include "files.h"
+#include "quota.h"
 #include "util.h"
 
 #define TIMEOUT_MAX_MS (24ULL * 60 * 60 * 1000)
@@ -35,6 +36,12 @@
 #define CPUS_MAX_MILLI (1024ULL * 1000)
 /* PID_MAX_LIMIT: no kernel can have more tasks than this. */
 #define PIDS_MAX 4194304ULL
+/* Quotas: a token every 60 µs at most; a year of CPU or run time; a
+ * window of a second (buckets of 16 ms) to a month. */
+#define QUOTA_RATE_MAX 1000000ULL
+#define QUOTA_TIME_MAX_MS (8760ULL * 60 * 60 * 1000)
+#define QUOTA_WINDOW_MIN_MS 1000ULL
+#define QUOTA_WINDOW_MAX_MS (744ULL * 60 * 60 * 1000)
 /* Each stream is held in the launcher's memory up to this cap. */
 #define MAX_OUTPUT_MAX (1ULL << 30)
 /* (uid_t) -1 means "unchanged" to setuid and friends. */
@@ -597,6 +604,91 @@ get_store (const nsbox_config *config)
   return strdup (config->store ? config->store : "");
 }
 
+/* Quotas: empty (a YAML null) for none. */
+static int
+set_quota (uint64_t *field, const struct config_key *key, const char *value,
+           int (*parse) (const char *, uint64_t *), uint64_t max, struct nsbox_error **err)
+{
+  if (*value == '\0')
+    {
+      *field = 0;
+      return 0;
+    }
+  return set_uint64 (field, key, value, parse, 1, max, err);
+}
+
+static int
+set_quota_runs_per_minute (nsbox_config *config, const struct config_key *key, const char *value,
+                           struct nsbox_error **err)
+{
+  return set_quota (&config->quota_runs_per_minute, key, value, nsbox_parse_count, QUOTA_RATE_MAX,
+                    err);
+}
+
+static char *
+get_quota_runs_per_minute (const nsbox_config *config)
+{
+  return config->quota_runs_per_minute ? xasprintf ("%" PRIu64, config->quota_runs_per_minute)
+                                       : strdup ("");
+}
+
+static int
+set_quota_concurrent (nsbox_config *config, const struct config_key *key, const char *value,
+                      struct nsbox_error **err)
+{
+  return set_quota (&config->quota_concurrent, key, value, nsbox_parse_count,
+                    NSBOX_QUOTA_FLIGHTS_MAX, err);
+}
+
+static char *
+get_quota_concurrent (const nsbox_config *config)
+{
+  return config->quota_concurrent ? xasprintf ("%" PRIu64, config->quota_concurrent)
+                                  : strdup ("");
+}
+
+static int
+set_quota_cpu_time (nsbox_config *config, const struct config_key *key, const char *value,
+                    struct nsbox_error **err)
+{
+  return set_quota (&config->quota_cpu_ms, key, value, nsbox_parse_duration, QUOTA_TIME_MAX_MS,
+                    err);
+}
+
+static char *
+get_quota_cpu_time (const nsbox_config *config)
+{
+  return config->quota_cpu_ms ? nsbox_format_duration (config->quota_cpu_ms) : strdup ("");
+}
+
+static int
+set_quota_wall_time (nsbox_config *config, const struct config_key *key, const char *value,
+                     struct nsbox_error **err)
+{
+  return set_quota (&config->quota_wall_ms, key, value, nsbox_parse_duration, QUOTA_TIME_MAX_MS,
+                    err);
+}
+
+static char *
+get_quota_wall_time (const nsbox_config *config)
+{
+  return config->quota_wall_ms ? nsbox_format_duration (config->quota_wall_ms) : strdup ("");
+}
+
+static int
+set_quota_window (nsbox_config *config, const struct config_key *key, const char *value,
+                  struct nsbox_error **err)
+{
+  return set_uint64 (&config->quota_window_ms, key, value, nsbox_parse_duration,
+                     QUOTA_WINDOW_MIN_MS, QUOTA_WINDOW_MAX_MS, err);
+}
+
+static char *
+get_quota_window (const nsbox_config *config)
+{
+  return nsbox_format_duration (config->quota_window_ms);
+}
+
 /* The one table of keys: (identifier, name, flags, YAML loader, help for the
  * CLI, what a valid value looks like). Setter and getter are set_<id> and
  * get_<id>. */
@@ -659,8 +751,22 @@ get_store (const nsbox_config *config)
      "the audit record also holds the code and its output (default false)",                        \
      "true, false, yes, no, 1 or 0")                                                               \
   X (session, "session", KEY_NULLABLE, nsbox_config_load_scalar,                                   \
-     "the caller's session id, written in the audit log (default unset)",                          \
-     "1 to 128 letters, digits and ._:@+=/-")
+     "the caller's session id, for the audit log and the quotas (default unset)",                  \
+     "1 to 128 letters, digits and ._:@+=/-")                                                      \
+  X (quota_runs_per_minute, "quota-runs-per-minute", KEY_NULLABLE, nsbox_config_load_scalar,       \
+     "runs a session may start per minute, in bursts of as many (default unset: no limit)",        \
+     "a whole number from 1 to 1000000")                                                          \
+  X (quota_concurrent, "quota-concurrent", KEY_NULLABLE, nsbox_config_load_scalar,                 \
+     "runs of a session at once (default unset: no limit)", "a whole number from 1 to 1024")       \
+  X (quota_cpu_time, "quota-cpu-time", KEY_NULLABLE, nsbox_config_load_scalar,                     \
+     "CPU time a session may use per quota-window, such as 10m (default unset: no limit)",         \
+     "a duration such as 10m, at most 8760h")                                                       \
+  X (quota_wall_time, "quota-wall-time", KEY_NULLABLE, nsbox_config_load_scalar,                   \
+     "run time a session may use per quota-window, such as 1h (default unset: no limit)",          \
+     "a duration such as 1h, at most 8760h")                                                        \
+  X (quota_window, "quota-window", 0, nsbox_config_load_scalar,                                    \
+     "the rolling window of quota-cpu-time and quota-wall-time (default 1h)",                      \
+     "a duration from 1s to 744h such as 1h")
 
 #define KEY_INFO(id, name, flags, load, help, expected)                                            \
   { name, help, ((flags)&KEY_BOOLEAN) != 0, ((flags)&KEY_REPEATABLE) != 0 },
@@ -722,6 +828,7 @@ nsbox_config_free (nsbox_config *config)
   free (config->store);
   free (config->audit_log);
   free (config->session);
+  free (config->quota_state_dir);
   nsbox_strv_free (config->base_env);
   free (config);
 }
@@ -748,6 +855,7 @@ nsbox_config_new (struct nsbox_error **err)
   config->uid = 65534;
   config->gid = 65534;
   config->strict = false;
+  config->quota_window_ms = 60 * 60 * 1000;
   config->image = strdup ("python:3.12-slim");
   config->network = strdup ("none");
   config->env = nsbox_strv_dup (default_env, ARRAY_SIZE (default_env));
@@ -808,6 +916,7 @@ nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
   copy->output_dir = strdup_or_null (config->output_dir, &failed);
   copy->audit_log = strdup_or_null (config->audit_log, &failed);
   copy->session = strdup_or_null (config->session, &failed);
+  copy->quota_state_dir = strdup_or_null (config->quota_state_dir, &failed);
   copy->inputs = NULL;
   if (config->inputs
       && !(copy->inputs = nsbox_strv_dup ((const char *const *)config->inputs, config->inputs_len)))

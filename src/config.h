@@ -49,7 +49,13 @@ struct nsbox_config
   char *store;     /* image store directory; NULL: $NSBOX_STORE or the default */
   char *audit_log; /* JSON Lines audit log: a path, or "fd:N"; NULL: none */
   bool audit_code; /* the audit record holds the code and its output */
-  char *session;   /* the caller's session id, for the audit log; or NULL */
+  char *session;   /* the caller's session id, for the audit log and quotas; or NULL */
+  uint64_t quota_runs_per_minute; /* per session; 0: no quota */
+  uint64_t quota_concurrent;
+  uint64_t quota_cpu_ms;
+  uint64_t quota_wall_ms;
+  uint64_t quota_window_ms; /* > 0 */
+  char *quota_state_dir;    /* the CLI's state files (quota.h), or NULL: this process */
   char **base_env; /* an image's Env resolved outside the library (the CLI), or NULL */
   size_t base_env_len;
 };

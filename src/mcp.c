@@ -407,8 +407,10 @@ tool_result (const struct job *job, const nsbox_result *res)
           text = with_line;
         }
     }
+  /* A quota's refusal ran nothing: an error the model can read and wait
+   * out ("refused: ...; retry in 20s"), with its result as for a run. */
   json_t *result = json_pack ("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text,
-                              "isError", false);
+                              "isError", nsbox_result_quota_refusal (res) != NULL);
   if (result && files)
     json_array_extend (json_object_get (result, "content"), files);
   json_decref (files);

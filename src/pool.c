@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "config_keys.h"
+#include "quota.h"
 #include "config.h"
 #include "error.h"
 #include "files.h"
@@ -375,6 +377,11 @@ nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
     return nsbox_error_set (err, EINVAL,
                             "key '%s' cannot be set per run: the audit log is the pool's "
                             "(configure it on the pool)",
+                            key);
+  if (strncmp (key, "quota-", 6) == 0 && nsbox_config_find_key (key))
+    return nsbox_error_set (err, EINVAL,
+                            "key '%s' cannot be set per run: the quotas are the pool's "
+                            "(configure them on the pool)",
                             key);
   const struct nsbox_key_info *keys = nsbox_config_keys ();
   for (size_t i = 0; keys[i].name; i++)
@@ -962,7 +969,23 @@ nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
   if (r >= 0)
     {
       struct nsbox_error *run_err = NULL;
-      r = pool_run (p, code, code_len, options, out, warm, &run_err);
+      struct nsbox_quota_ticket ticket = { 0 };
+      uint64_t timeout_ms
+          = options && options->timeout_ms ? options->timeout_ms : p ? p->config->timeout_ms : 0;
+      r = p && out ? nsbox_quota_admit (p->config, audit.session, timeout_ms, &ticket, out,
+                                        &run_err)
+                   : 0;
+      if (r == 0)
+        {
+          r = pool_run (p, code, code_len, options, out, warm, &run_err);
+          nsbox_quota_leave (&ticket, r >= 0 ? *out : NULL);
+        }
+      else if (r == 1)
+        {
+          if (warm)
+            *warm = false;
+          r = 0;
+        }
       r = nsbox_audit_after (audit_fd, p ? p->config : NULL, &audit, r, out, &run_err);
       nsbox_error_pass (err, run_err);
     }

@@ -157,6 +157,33 @@ nsbox_result_warm (const nsbox_result *result)
 }
 
 const char *
+nsbox_result_quota_refusal (const nsbox_result *result)
+{
+  return result ? result->quota_refusal : NULL;
+}
+
+uint64_t
+nsbox_result_retry_after_ms (const nsbox_result *result)
+{
+  return result && result->quota_refusal ? result->retry_after_ms : 0;
+}
+
+nsbox_result *
+nsbox_result_refused (const char *quota, const char *limit, uint64_t retry_after_ms,
+                      uint64_t timeout_ms)
+{
+  nsbox_result *r = calloc (1, sizeof *r);
+  if (!r)
+    return NULL;
+  r->exit_code = -1;
+  r->quota_refusal = quota;
+  snprintf (r->quota_limit, sizeof r->quota_limit, "%s", limit);
+  r->retry_after_ms = retry_after_ms;
+  r->timeout_ms = timeout_ms;
+  return r;
+}
+
+const char *
 nsbox_result_runtime (const nsbox_result *result)
 {
   return result ? result->runtime : NULL;
@@ -456,6 +483,22 @@ refused_value (const nsbox_result *result)
   return refused;
 }
 
+static json_t *
+quota_refusal_value (const nsbox_result *result)
+{
+  if (!result->quota_refusal)
+    return json_null ();
+  json_t *o = json_object ();
+  if (!o || object_add (o, "quota", json_string (result->quota_refusal)) < 0
+      || object_add (o, "limit", json_string (result->quota_limit)) < 0
+      || object_add (o, "retry_after_ms", counter_value (result->retry_after_ms)) < 0)
+    {
+      json_decref (o);
+      return NULL;
+    }
+  return o;
+}
+
 /* The key order is part of the documented format, so members are added in
  * that order and dumped with JSON_PRESERVE_ORDER. */
 json_t *
@@ -488,7 +531,8 @@ nsbox_result_value (const nsbox_result *result)
       || object_add (object, "runtime", runtime ? json_string (runtime) : json_null ()) < 0
       || object_add (object, "served", json_string (result->warm ? "warm" : "cold")) < 0
       || object_add (object, "files", files_value (result)) < 0
-      || object_add (object, "files_refused", refused_value (result)) < 0)
+      || object_add (object, "files_refused", refused_value (result)) < 0
+      || object_add (object, "quota_refusal", quota_refusal_value (result)) < 0)
     return NULL;
   return TAKE_PTR (object);
 }

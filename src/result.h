@@ -50,7 +50,16 @@ struct nsbox_result
   struct nsbox_result_refusal *refused;
   size_t n_refused;
   char policy_sha256[65]; /* the seccomp filter's BPF digest, when audited; "" otherwise */
+  /* A run a quota refused (no sandbox started): the quota's name (static),
+   * its limit as configured, and how long until it would be admitted. */
+  const char *quota_refusal;
+  char quota_limit[32];
+  uint64_t retry_after_ms;
 };
+
+/* The result of a run a quota refused: exit code -1, nothing else. */
+nsbox_result *nsbox_result_refused (const char *quota, const char *limit,
+                                    uint64_t retry_after_ms, uint64_t timeout_ms) NSBOX_INTERNAL;
 
 /* Copies `len` bytes as valid UTF-8 into a new NUL-terminated buffer:
  * invalid sequences become U+FFFD, NUL bytes are kept (hence *out_len). */

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "quota.h"
 #include "util.h"
 
 static int
@@ -139,6 +140,24 @@ get_files (json_t *o, nsbox_result *r, struct nsbox_error **err)
   return 0;
 }
 
+/* quota_refusal: null (or missing), or {quota, limit, retry_after_ms}. */
+static int
+get_quota_refusal (json_t *o, nsbox_result *r, struct nsbox_error **err)
+{
+  json_t *q = json_object_get (o, "quota_refusal");
+  if (!q || json_is_null (q))
+    return 0;
+  const char *quota = json_string_value (json_object_get (q, "quota"));
+  const char *limit = json_string_value (json_object_get (q, "limit"));
+  for (enum nsbox_quota_kind k = NSBOX_QUOTA_RATE; quota && k <= NSBOX_QUOTA_WALL; k++)
+    if (strcmp (quota, nsbox_quota_kind_name (k)) == 0)
+      r->quota_refusal = nsbox_quota_kind_name (k);
+  if (!json_is_object (q) || !r->quota_refusal || !limit || strlen (limit) >= sizeof r->quota_limit)
+    return bad (err, "quota_refusal", "null or {quota, limit, retry_after_ms}");
+  snprintf (r->quota_limit, sizeof r->quota_limit, "%s", limit);
+  return get_counter (q, "retry_after_ms", &r->retry_after_ms, err);
+}
+
 static int
 fill (json_t *o, nsbox_result *r, struct nsbox_error **err)
 {
@@ -165,7 +184,7 @@ fill (json_t *o, nsbox_result *r, struct nsbox_error **err)
       || (ret = get_counter (o, "memory_peak_bytes", &r->memory_peak_bytes, err)) < 0
       || (ret = get_counter (o, "timeout_ms", &r->timeout_ms, err)) < 0
       || (ret = get_counter (o, "memory_limit_bytes", &r->memory_limit_bytes, err)) < 0
-      || (ret = get_files (o, r, err)) < 0)
+      || (ret = get_files (o, r, err)) < 0 || (ret = get_quota_refusal (o, r, err)) < 0)
     return ret;
   return get_limits (o, r);
 }

@@ -131,9 +131,29 @@ write_files (FILE *f, const nsbox_result *r)
   return 0;
 }
 
+/* A run a quota refused: what and until when, and that nothing ran. */
+static int
+write_refusal (FILE *f, const nsbox_result *r)
+{
+  /* Whole seconds, rounded up, past a second. */
+  uint64_t wait = r->retry_after_ms ? r->retry_after_ms : 1;
+  if (wait >= 1000)
+    wait = (wait + 999) / 1000 * 1000;
+  cleanup_free char *retry = nsbox_format_duration (wait);
+  if (!retry)
+    return -ENOMEM;
+  fprintf (f,
+           "refused: this session's quota %s (%s) is used up; retry in %s\n"
+           "the code did not run (no sandbox was started)\n",
+           r->quota_refusal, r->quota_limit, retry);
+  return 0;
+}
+
 static int
 write_text (FILE *f, const nsbox_result *r)
 {
+  if (r->quota_refusal)
+    return write_refusal (f, r);
   size_t out_len = 0, err_len = 0;
   const char *out = nsbox_result_stdout (r, &out_len);
   const char *errs = nsbox_result_stderr (r, &err_len);

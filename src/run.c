@@ -29,6 +29,7 @@
 #include "runsc.h"
 #include "audit.h"
 #include "digest.h"
+#include "quota.h"
 #include "sandbox.h"
 #include "seccomp.h"
 #include "spawn.h"
@@ -763,7 +764,15 @@ nsbox_run (const nsbox_config *c, const char *code, size_t code_len, nsbox_resul
   if (r >= 0)
     {
       struct nsbox_error *run_err = NULL;
-      r = run_cold (c, code, code_len, out, &run_err);
+      struct nsbox_quota_ticket ticket = { 0 };
+      r = c && out ? nsbox_quota_admit (c, NULL, c->timeout_ms, &ticket, out, &run_err) : 0;
+      if (r == 0)
+        {
+          r = run_cold (c, code, code_len, out, &run_err);
+          nsbox_quota_leave (&ticket, r >= 0 ? *out : NULL);
+        }
+      else if (r == 1)
+        r = 0;
       r = nsbox_audit_after (audit_fd, c, &audit, r, out, &run_err);
       nsbox_error_pass (err, run_err);
     }

@@ -46,6 +46,7 @@ enum nsbox_serve_outcome
   NSBOX_OUTCOME_OOM,       /* the memory limit killed it */
   NSBOX_OUTCOME_ERROR,     /* nsbox could not run it */
   NSBOX_OUTCOME_CANCELLED, /* the client went away; the run was killed */
+  NSBOX_OUTCOME_REFUSED,   /* a quota of its session refused it (429) */
   NSBOX_OUTCOME_COUNT_,
 };
 

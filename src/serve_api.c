@@ -6,7 +6,8 @@
  * Errors are JSON ({"error": "..."}) with 400 (bad JSON, unknown or
  * refused keys), 401 (token), 404, 405, 413 (body over max-request-bytes),
  * 500 (nsbox could not run the code), 503 with Retry-After (busy or
- * draining). Admission: at most max-concurrent runs, at most max-queue
+ * draining), 429 with Retry-After and the result JSON (a quota of the
+ * run's session refused it: no sandbox started). Admission: at most max-concurrent runs, at most max-queue
  * waiting for a slot, the rest 503 at once. A client that hangs up during
  * its run gets its sandbox killed (the connection is the run's cancel fd). */
 #include <arpa/inet.h>
@@ -33,7 +34,7 @@ static const double bucket_bounds[NSBOX_SERVE_BUCKETS]
     = { 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
 
 static const char *const outcome_names[NSBOX_OUTCOME_COUNT_]
-    = { "ok", "nonzero", "timeout", "oom", "error", "cancelled" };
+    = { "ok", "nonzero", "timeout", "oom", "error", "cancelled", "refused" };
 
 struct request
 {
@@ -68,15 +69,17 @@ wipe_body (struct request *req)
 
 static enum MHD_Result
 respond (struct MHD_Connection *c, unsigned status, const char *type, const char *body, size_t len,
-         bool retry_after)
+         uint64_t retry_after_s)
 {
   struct MHD_Response *r
       = nsbox_mhd.create_response_from_buffer (len, (void *)body, MHD_RESPMEM_MUST_COPY);
   if (!r)
     return MHD_NO;
   nsbox_mhd.add_response_header (r, "Content-Type", type);
-  if (retry_after)
-    nsbox_mhd.add_response_header (r, "Retry-After", "1");
+  char retry[24];
+  snprintf (retry, sizeof retry, "%" PRIu64, retry_after_s);
+  if (retry_after_s)
+    nsbox_mhd.add_response_header (r, "Retry-After", retry);
   if (status == 401)
     nsbox_mhd.add_response_header (r, "WWW-Authenticate", "Bearer");
   enum MHD_Result ret = nsbox_mhd.queue_response (c, status, r);
@@ -96,7 +99,7 @@ respond_error (struct MHD_Connection *c, unsigned status, const char *fmt, ...)
   json_decref (o);
   if (!text)
     return MHD_NO;
-  return respond (c, status, "application/json", text, strlen (text), status == 503);
+  return respond (c, status, "application/json", text, strlen (text), status == 503 ? 1 : 0);
 }
 
 static void
@@ -351,6 +354,8 @@ parse_run (struct nsbox_server *s, const struct request *req, struct run_request
 static enum nsbox_serve_outcome
 outcome_of (const nsbox_result *res)
 {
+  if (nsbox_result_quota_refusal (res))
+    return NSBOX_OUTCOME_REFUSED;
   if (nsbox_result_timed_out (res))
     return NSBOX_OUTCOME_TIMEOUT;
   if (nsbox_result_oom_killed (res))
@@ -472,10 +477,15 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
   else if (nsbox_error_errno (err) == ECANCELED)
     outcome = NSBOX_OUTCOME_CANCELLED;
   record (s, rr.profile, outcome, warm, seconds);
+  /* A refusal: 429, the result JSON as its body, Retry-After in whole
+   * seconds rounded up. */
+  uint64_t retry_s = (nsbox_result_retry_after_ms (res) + 999) / 1000;
   nsbox_result_free (res);
   enum MHD_Result ret;
-  if (json)
-    ret = respond (c, 200, "application/json", json, strlen (json), false);
+  if (json && outcome == NSBOX_OUTCOME_REFUSED)
+    ret = respond (c, 429, "application/json", json, strlen (json), retry_s ? retry_s : 1);
+  else if (json)
+    ret = respond (c, 200, "application/json", json, strlen (json), 0);
   else if (outcome == NSBOX_OUTCOME_CANCELLED)
     ret = MHD_NO; /* nobody to answer */
   else
@@ -509,7 +519,8 @@ handle_health (struct nsbox_server *s, struct MHD_Connection *c)
   json_decref (o);
   if (!text)
     return MHD_NO;
-  return respond (c, draining ? 503 : 200, "application/json", text, strlen (text), draining);
+  return respond (c, draining ? 503 : 200, "application/json", text, strlen (text),
+                  draining ? 1 : 0);
 }
 
 struct text
@@ -599,7 +610,7 @@ handle_metrics (struct nsbox_server *s, struct MHD_Connection *c)
          st[p].discarded);
   enum MHD_Result r = t.failed ? MHD_NO
                                : respond (c, 200, "text/plain; version=0.0.4; charset=utf-8",
-                                          t.buf ? t.buf : "", t.len, false);
+                                          t.buf ? t.buf : "", t.len, 0);
   free (t.buf);
   return r;
 }

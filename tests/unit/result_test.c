@@ -116,6 +116,7 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
     "served",
     "files",
     "files_refused",
+    "quota_refusal",
   };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
 
@@ -437,7 +438,8 @@ Test (result, missing_output_reads_as_empty_not_null, .timeout = 5)
   char *text = encode (result);
   cr_assert_not_null (strstr (text, "\"stdout\":\"\",\"stderr\":\"\","), "%s", text);
   cr_assert_not_null (
-      strstr (text, "\"runtime\":null,\"served\":\"cold\",\"files\":[],\"files_refused\":[]}"),
+      strstr (text, "\"runtime\":null,\"served\":\"cold\",\"files\":[],\"files_refused\":[],"
+                    "\"quota_refusal\":null}"),
       "%s", text);
   free (text);
   nsbox_result_free (result);
@@ -520,4 +522,42 @@ Test (result, jansson_out_of_memory_fails_with_enomem_and_leaks_nothing, .timeou
   cr_assert (succeeded);
   json_set_alloc_funcs (malloc, free);
   nsbox_result_free (result);
+}
+
+Test (result, a_refused_run_in_json_and_back, .timeout = 5)
+{
+  nsbox_result *r = nsbox_result_refused ("runs-per-minute", "20 per minute", 2500, 5000);
+  cr_assert_not_null (r);
+  cr_expect_eq (nsbox_result_exit_code (r), -1);
+  cr_expect_str_eq (nsbox_result_quota_refusal (r), "runs-per-minute");
+  cr_expect_eq (nsbox_result_retry_after_ms (r), 2500);
+  char *text = encode (r);
+  nsbox_result_free (r);
+  cr_expect_not_null (strstr (text, "\"exit_code\":-1,"), "%s", text);
+  cr_expect_not_null (strstr (text, "\"quota_refusal\":{\"quota\":\"runs-per-minute\",\"limit\":"
+                                    "\"20 per minute\",\"retry_after_ms\":2500}}"),
+                      "%s", text);
+  nsbox_result *back = NULL;
+  struct nsbox_error *err = NULL;
+  cr_assert_eq (nsbox_result_from_json (text, strlen (text), &back, &err), 0);
+  cr_expect_str_eq (nsbox_result_quota_refusal (back), "runs-per-minute");
+  cr_expect_eq (nsbox_result_retry_after_ms (back), 2500);
+  nsbox_result_free (back);
+  free (text);
+  static const char *const bad[] = {
+    "{\"exit_code\":-1,\"stdout\":\"\",\"stderr\":\"\",\"quota_refusal\":{\"quota\":\"x\","
+    "\"limit\":\"1\",\"retry_after_ms\":1}}",
+    "{\"exit_code\":-1,\"stdout\":\"\",\"stderr\":\"\",\"quota_refusal\":\"concurrent\"}",
+    "{\"exit_code\":-1,\"stdout\":\"\",\"stderr\":\"\",\"quota_refusal\":{\"quota\":"
+    "\"concurrent\",\"retry_after_ms\":1}}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    {
+      back = NULL;
+      cr_expect_eq (nsbox_result_from_json (bad[i], strlen (bad[i]), &back, &err), -EBADMSG,
+                    "case %zu", i);
+      nsbox_error_free (err);
+      err = NULL;
+      nsbox_result_free (back);
+    }
 }

@@ -179,3 +179,16 @@ Test (result_text, json_without_the_required_members_is_refused, .timeout = 5)
       nsbox_error_free (err);
     }
 }
+
+Test (result_text, a_refused_run_says_what_and_until_when, .timeout = 5)
+{
+  nsbox_result *r = nsbox_result_refused ("cpu-time", "10m per 1h", 61200, 5000);
+  cr_assert_not_null (r);
+  expect_text (r, "refused: this session's quota cpu-time (10m per 1h) is used up; retry in 62s\n"
+                  "the code did not run (no sandbox was started)\n");
+  nsbox_result_free (r);
+  r = nsbox_result_refused ("concurrent", "2 at once", 250, 5000);
+  expect_text (r, "refused: this session's quota concurrent (2 at once) is used up; retry in 250ms\n"
+                  "the code did not run (no sandbox was started)\n");
+  nsbox_result_free (r);
+}
