@@ -270,34 +270,13 @@ hash_filter (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox_
   return ret < 0 ? nsbox_error_prefix (err, "audit log: seccomp filter digest") : 0;
 }
 
-/* Fields first..first+n-1 (numbered as in proc(5)) of a /proc/PID/stat
- * file into out; false unless all are there. */
-static bool
-stat_fields (const char *path, int first, int n, uint64_t *out)
-{
-  char buf[2048]; /* 52 fields of at most 20 digits, and comm */
-  if (nsbox_read_small (path, buf, sizeof buf) < 0)
-    return false;
-  /* After "pid (comm)", where comm may hold spaces, comes field 3. */
-  char *p = strrchr (buf, ')');
-  if (!p)
-    return false;
-  int field = 2;
-  char *save = NULL;
-  for (char *tok = strtok_r (p + 1, " ", &save); tok && field < first + n - 1;
-       tok = strtok_r (NULL, " ", &save))
-    if (++field >= first)
-      out[field - first] = strtoull (tok, NULL, 10);
-  return field == first + n - 1;
-}
-
 /* Fields 48-51 of /proc/self/stat: where the kernel finds argv and environ.
  * Only read here; the wipe happens in the child's copy of this memory. */
 static void
 locate_launcher_strings (struct nsbox_plan *plan)
 {
   uint64_t v[4];
-  if (!stat_fields ("/proc/self/stat", 48, 4, v))
+  if (!nsbox_proc_stat_fields ("/proc/self/stat", 48, 4, v))
     return;
   plan->arg_start = v[0];
   plan->arg_end = v[1];
@@ -584,57 +563,13 @@ nsbox_launch_runtime (const struct nsbox_launch *r)
 
 /* ---- what an idle sandbox is doing, seen from the host ---- */
 
-/* utime, stime, cutime and cstime of one process, in clock ticks. */
-static uint64_t
-process_ticks (pid_t pid)
-{
-  char path[64];
-  uint64_t t[4];
-  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
-  return stat_fields (path, 14, 4, t) ? t[0] + t[1] + t[2] + t[3] : 0;
-}
-
-/* The processes of the tree under `pid`, children of every thread, at most
- * `budget` of them: their CPU ticks summed. */
-static uint64_t
-tree_ticks (pid_t pid, int *budget)
-{
-  if ((*budget)-- <= 0)
-    return 0;
-  uint64_t sum = process_ticks (pid);
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/task", (int)pid);
-  DIR *d = opendir (path);
-  if (!d)
-    return sum;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      if (e->d_name[0] == '.')
-        continue;
-      char cpath[320], buf[4096];
-      snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
-      if (nsbox_read_small (cpath, buf, sizeof buf) < 0)
-        continue;
-      char *save = NULL;
-      for (char *tok = strtok_r (buf, " \n", &save); tok; tok = strtok_r (NULL, " \n", &save))
-        sum += tree_ticks ((pid_t)strtol (tok, NULL, 10), budget);
-    }
-  closedir (d);
-  return sum;
-}
-
 uint64_t
 nsbox_launch_cpu_usec (struct nsbox_launch *r)
 {
   uint64_t usec;
   if (nsbox_limits_cpu_usec (&r->limits, &usec))
     return usec;
-  long hz = sysconf (_SC_CLK_TCK);
-  if (r->child.pid <= 0 || hz <= 0)
-    return UINT64_MAX;
-  int budget = 4096;
-  return tree_ticks (r->child.pid, &budget) * (1000000 / (uint64_t)hz);
+  return nsbox_tree_cpu_usec (r->child.pid);
 }
 
 /* Native: the one child of init is the program. */

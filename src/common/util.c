@@ -193,3 +193,24 @@ nsbox_default_store (void)
     return NULL;
   return xasprintf ("%s/.cache/nsbox", home);
 }
+
+/* Fields first..first+n-1 (numbered as in proc(5)) of a /proc/PID/stat
+ * file into out; false unless all are there. */
+bool
+nsbox_proc_stat_fields (const char *path, int first, int n, uint64_t *out)
+{
+  char buf[2048]; /* 52 fields of at most 20 digits, and comm */
+  if (nsbox_read_small (path, buf, sizeof buf) < 0)
+    return false;
+  /* After "pid (comm)", where comm may hold spaces, comes field 3. */
+  char *p = strrchr (buf, ')');
+  if (!p)
+    return false;
+  int field = 2;
+  char *save = NULL;
+  for (char *tok = strtok_r (p + 1, " ", &save); tok && field < first + n - 1;
+       tok = strtok_r (NULL, " ", &save))
+    if (++field >= first)
+      out[field - first] = strtoull (tok, NULL, 10);
+  return field == first + n - 1;
+}
