@@ -356,8 +356,7 @@ quota_value (const nsbox_config *c, const nsbox_result *result)
       || (refused
           && (add (q, "quota", json_string (result->quota_refusal)) < 0
               || add (q, "limit", json_string (result->quota_limit)) < 0
-              || add (q, "retry_after_ms", json_integer ((json_int_t)result->retry_after_ms))
-                     < 0)))
+              || add (q, "retry_after_ms", json_integer ((json_int_t)result->retry_after_ms)) < 0)))
     {
       json_decref (q);
       return NULL;

@@ -643,8 +643,7 @@ set_quota_concurrent (nsbox_config *config, const struct config_key *key, const 
 static char *
 get_quota_concurrent (const nsbox_config *config)
 {
-  return config->quota_concurrent ? xasprintf ("%" PRIu64, config->quota_concurrent)
-                                  : strdup ("");
+  return config->quota_concurrent ? xasprintf ("%" PRIu64, config->quota_concurrent) : strdup ("");
 }
 
 static int
@@ -755,15 +754,15 @@ get_quota_window (const nsbox_config *config)
      "1 to 128 letters, digits and ._:@+=/-")                                                      \
   X (quota_runs_per_minute, "quota-runs-per-minute", KEY_NULLABLE, nsbox_config_load_scalar,       \
      "runs a session may start per minute, in bursts of as many (default unset: no limit)",        \
-     "a whole number from 1 to 1000000")                                                          \
+     "a whole number from 1 to 1000000")                                                           \
   X (quota_concurrent, "quota-concurrent", KEY_NULLABLE, nsbox_config_load_scalar,                 \
      "runs of a session at once (default unset: no limit)", "a whole number from 1 to 1024")       \
   X (quota_cpu_time, "quota-cpu-time", KEY_NULLABLE, nsbox_config_load_scalar,                     \
      "CPU time a session may use per quota-window, such as 10m (default unset: no limit)",         \
-     "a duration such as 10m, at most 8760h")                                                       \
+     "a duration such as 10m, at most 8760h")                                                      \
   X (quota_wall_time, "quota-wall-time", KEY_NULLABLE, nsbox_config_load_scalar,                   \
      "run time a session may use per quota-window, such as 1h (default unset: no limit)",          \
-     "a duration such as 1h, at most 8760h")                                                        \
+     "a duration such as 1h, at most 8760h")                                                       \
   X (quota_window, "quota-window", 0, nsbox_config_load_scalar,                                    \
      "the rolling window of quota-cpu-time and quota-wall-time (default 1h)",                      \
      "a duration from 1s to 744h such as 1h")

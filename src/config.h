@@ -56,7 +56,7 @@ struct nsbox_config
   uint64_t quota_wall_ms;
   uint64_t quota_window_ms; /* > 0 */
   char *quota_state_dir;    /* the CLI's state files (quota.h), or NULL: this process */
-  char **base_env; /* an image's Env resolved outside the library (the CLI), or NULL */
+  char **base_env;          /* an image's Env resolved outside the library (the CLI), or NULL */
   size_t base_env_len;
 };
 

@@ -970,11 +970,12 @@ nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
     {
       struct nsbox_error *run_err = NULL;
       struct nsbox_quota_ticket ticket = { 0 };
-      uint64_t timeout_ms
-          = options && options->timeout_ms ? options->timeout_ms : p ? p->config->timeout_ms : 0;
-      r = p && out ? nsbox_quota_admit (p->config, audit.session, timeout_ms, &ticket, out,
-                                        &run_err)
-                   : 0;
+      uint64_t timeout_ms = options && options->timeout_ms ? options->timeout_ms
+                            : p                            ? p->config->timeout_ms
+                                                           : 0;
+      r = p && out
+              ? nsbox_quota_admit (p->config, audit.session, timeout_ms, &ticket, out, &run_err)
+              : 0;
       if (r == 0)
         {
           r = pool_run (p, code, code_len, options, out, warm, &run_err);

@@ -121,7 +121,8 @@ window_retry (const struct nsbox_quota_session *s, uint64_t now_ms, bool cpu, ui
     return first_landing (s, now_ms);
   uint64_t len = bucket_ms (s->window_ms), now_epoch = now_ms / len;
   uint64_t excess = window_used (s, now_epoch, cpu) + reserved + need - limit, freed = 0;
-  uint64_t oldest = now_epoch >= NSBOX_QUOTA_BUCKETS - 1 ? now_epoch - (NSBOX_QUOTA_BUCKETS - 1) : 1;
+  uint64_t oldest
+      = now_epoch >= NSBOX_QUOTA_BUCKETS - 1 ? now_epoch - (NSBOX_QUOTA_BUCKETS - 1) : 1;
   for (uint64_t e = oldest; e <= now_epoch; e++)
     {
       const struct nsbox_quota_bucket *b = &s->buckets[e % NSBOX_QUOTA_BUCKETS];
@@ -162,8 +163,7 @@ nsbox_quota_decide (struct nsbox_quota_session *s, const struct nsbox_quota_limi
   uint64_t now_epoch = now_ms / bucket_ms (s->window_ms);
   enum nsbox_quota_kind kind = NSBOX_QUOTA_NONE;
   uint64_t retry = 0;
-  if ((l->concurrent && s->n_flights >= l->concurrent)
-      || s->n_flights >= NSBOX_QUOTA_FLIGHTS_MAX)
+  if ((l->concurrent && s->n_flights >= l->concurrent) || s->n_flights >= NSBOX_QUOTA_FLIGHTS_MAX)
     {
       kind = NSBOX_QUOTA_CONCURRENT;
       retry = first_landing (s, now_ms);
@@ -264,11 +264,10 @@ nsbox_quota_format (const struct nsbox_quota_session *s)
   for (size_t i = 0; i < s->n_flights; i++)
     {
       const struct nsbox_quota_flight *f_ = &s->flights[i];
-      fprintf (f,
-               "flight %" PRIu64 " %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-               "\n",
-               f_->id, (int)f_->pid, f_->starttime, f_->started_ms, f_->deadline_ms, f_->cpu_ms,
-               f_->wall_ms);
+      fprintf (
+          f, "flight %" PRIu64 " %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+          f_->id, (int)f_->pid, f_->starttime, f_->started_ms, f_->deadline_ms, f_->cpu_ms,
+          f_->wall_ms);
     }
   if (fclose (f) != 0)
     {
@@ -325,8 +324,8 @@ nsbox_quota_parse (const char *text, struct nsbox_quota_session *s, struct nsbox
               continue;
             }
         }
-      else if (line_no > 3 && parse_numbers (line, "flight", v, 7) && v[1] > 0
-               && v[1] <= INT32_MAX && parsed.n_flights < NSBOX_QUOTA_FLIGHTS_MAX)
+      else if (line_no > 3 && parse_numbers (line, "flight", v, 7) && v[1] > 0 && v[1] <= INT32_MAX
+               && parsed.n_flights < NSBOX_QUOTA_FLIGHTS_MAX)
         {
           struct nsbox_quota_flight *grown
               = reallocarray (parsed.flights, parsed.n_flights + 1, sizeof *parsed.flights);

@@ -83,21 +83,10 @@ cpu_need (const nsbox_config *c, uint64_t timeout_ms)
 static uint64_t
 process_starttime (pid_t pid)
 {
-  char path[64], buf[1024];
-  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
-  if (nsbox_read_small (path, buf, sizeof buf) <= 0)
-    return 0;
-  const char *p = strrchr (buf, ')');
-  if (!p)
-    return 0;
-  /* After the command: state is field 3; start time is field 22. */
-  for (int field = 2; field < 22 && p; field++)
-    p = strchr (p + 1, ' ');
+  char path[64];
   uint64_t v = 0;
-  if (!p)
-    return 0;
-  p++;
-  return nsbox_parse_digits (&p, &v) == 0 ? v : 0;
+  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
+  return nsbox_proc_stat_fields (path, 22, 1, &v) ? v : 0;
 }
 
 static uint64_t
@@ -218,8 +207,8 @@ enter_process (const struct nsbox_quota_limits *l, struct nsbox_quota_ticket *t,
   pthread_mutex_lock (&table_lock);
   uint64_t now = nsbox_realtime_ms ();
   struct table_entry *e = table_find (t->key, true, now, err);
-  int ret = e ? nsbox_quota_decide (&e->s, l, now, flight, &refusal->kind,
-                                    &refusal->retry_after_ms, err)
+  int ret = e ? nsbox_quota_decide (&e->s, l, now, flight, &refusal->kind, &refusal->retry_after_ms,
+                                    err)
               : -EAGAIN;
   if (e && ret < 0 && forgettable (&e->s, now))
     table_sweep (now);

@@ -58,8 +58,8 @@ struct nsbox_result
 };
 
 /* The result of a run a quota refused: exit code -1, nothing else. */
-nsbox_result *nsbox_result_refused (const char *quota, const char *limit,
-                                    uint64_t retry_after_ms, uint64_t timeout_ms) NSBOX_INTERNAL;
+nsbox_result *nsbox_result_refused (const char *quota, const char *limit, uint64_t retry_after_ms,
+                                    uint64_t timeout_ms) NSBOX_INTERNAL;
 
 /* Copies `len` bytes as valid UTF-8 into a new NUL-terminated buffer:
  * invalid sequences become U+FFFD, NUL bytes are kept (hence *out_len). */

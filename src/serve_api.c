@@ -7,9 +7,9 @@
  * refused keys), 401 (token), 404, 405, 413 (body over max-request-bytes),
  * 500 (nsbox could not run the code), 503 with Retry-After (busy or
  * draining), 429 with Retry-After and the result JSON (a quota of the
- * run's session refused it: no sandbox started). Admission: at most max-concurrent runs, at most max-queue
- * waiting for a slot, the rest 503 at once. A client that hangs up during
- * its run gets its sandbox killed (the connection is the run's cancel fd). */
+ * run's session refused it: no sandbox started). Admission: at most max-concurrent runs, at most
+ * max-queue waiting for a slot, the rest 503 at once. A client that hangs up during its run gets
+ * its sandbox killed (the connection is the run's cancel fd). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>

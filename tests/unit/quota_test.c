@@ -208,7 +208,8 @@ Test (quota, state_text_round_trip)
   cr_assert_not_null (text);
   struct nsbox_quota_session back = { 0 };
   struct nsbox_error *err = NULL;
-  cr_assert_eq (nsbox_quota_parse (text, &back, &err), 0, "%s", err ? nsbox_error_message (err) : "");
+  cr_assert_eq (nsbox_quota_parse (text, &back, &err), 0, "%s",
+                err ? nsbox_error_message (err) : "");
   cr_expect_eq (back.window_ms, s.window_ms);
   cr_expect_eq (back.tat_us, s.tat_us);
   cr_expect_eq (memcmp (back.buckets, s.buckets, sizeof s.buckets), 0);
@@ -327,7 +328,10 @@ Test (quota, processes_sharing_a_state_file_cannot_overspend)
   cr_assert_neq (admitted, MAP_FAILED);
   int ready[2];
   cr_assert_eq (pipe (ready), 0);
-  enum { N = 16 };
+  enum
+  {
+    N = 16
+  };
   pid_t pids[N];
   for (int i = 0; i < N; i++)
     {
@@ -407,8 +411,8 @@ Test (quota, a_corrupt_state_file_fails_closed)
   cr_assert_eq (nsbox_quota_enter (c, NULL, 1000, &t, &refusal, NULL), 0);
   nsbox_quota_leave (&t, NULL);
   char cmd[256];
-  snprintf (cmd, sizeof cmd, "for f in %s/*; do case $f in *.lock) ;; *) echo junk > $f;; esac; done",
-            dir);
+  snprintf (cmd, sizeof cmd,
+            "for f in %s/*; do case $f in *.lock) ;; *) echo junk > $f;; esac; done", dir);
   cr_assert_eq (system (cmd), 0);
   struct nsbox_error *err = NULL;
   cr_expect_eq (nsbox_quota_enter (c, NULL, 1000, &t, &refusal, &err), -EBADMSG);

@@ -188,7 +188,8 @@ Test (result_text, a_refused_run_says_what_and_until_when, .timeout = 5)
                   "the code did not run (no sandbox was started)\n");
   nsbox_result_free (r);
   r = nsbox_result_refused ("concurrent", "2 at once", 250, 5000);
-  expect_text (r, "refused: this session's quota concurrent (2 at once) is used up; retry in 250ms\n"
-                  "the code did not run (no sandbox was started)\n");
+  expect_text (r,
+               "refused: this session's quota concurrent (2 at once) is used up; retry in 250ms\n"
+               "the code did not run (no sandbox was started)\n");
   nsbox_result_free (r);
 }

@@ -1,0 +1,272 @@
+/* Sessions and quotas, by effect: a run a quota admits prints what its
+ * code prints (the test's own marker); a refused one prints nothing, exits
+ * 75 from the CLI (429 from serve) and says which quota. The counts come
+ * from the programs' own output, never from nsbox's accounting: separate
+ * CLI processes racing for one session's runs per minute, a concurrent run
+ * limit seen while the first run is still alive on the host, CPU time that
+ * busy loops spend and sleepers do not (a pool: the library's in-process
+ * accounting), and the server's 429. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define EXIT_REFUSED 75
+
+static char *
+path_in (const char *dir, const char *name)
+{
+  char *p = NULL;
+  cr_assert (asprintf (&p, "%s/%s", dir, name) > 0);
+  return p;
+}
+
+/* The program ran: it printed the marker. */
+static bool
+ran (struct run_out *out, const char *marker)
+{
+  size_t len = 0;
+  const char *text = run_stdout (out, &len);
+  return text && memmem (text, len, marker, strlen (marker)) != NULL;
+}
+
+/* Refused by `quota`: nothing ran, exit 75, the JSON names it. */
+static bool
+refused_by (struct run_out *out, const char *quota, const char *marker)
+{
+  if (ran (out, marker) || out->exit_status != EXIT_REFUSED)
+    return false;
+  json_t *q = json_object_get (run_json (out), "quota_refusal");
+  const char *name = json_string_value (json_object_get (q, "quota"));
+  return name && strcmp (name, quota) == 0;
+}
+
+static long long
+retry_after_ms (struct run_out *out)
+{
+  json_t *q = json_object_get (run_json (out), "quota_refusal");
+  return json_integer_value (json_object_get (q, "retry_after_ms"));
+}
+
+static void
+drop_dir (char *dir)
+{
+  char cmd[4200];
+  snprintf (cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq (system (cmd), 0);
+  free (dir);
+}
+
+enum
+{
+  RATE = 6,    /* runs per minute: one token every 10 s */
+  RACERS = 10, /* CLI processes started at once */
+};
+
+Test (quota, cli_processes_racing_get_exactly_the_rate_then_one_after_the_refill, .timeout = 300)
+{
+  char *dir = user_dir ();
+  char *log = path_in (dir, "audit.log");
+  char tag[64], code[128], marker[96];
+  make_run_tag (tag, sizeof tag);
+  snprintf (marker, sizeof marker, "ran-%s", tag);
+  snprintf (code, sizeof code, "print('ran-%s')\n", tag);
+  char rate[16];
+  snprintf (rate, sizeof rate, "%d", RATE);
+  const char *const args[]
+      = { "--store", dir,           "--session", "race", "--quota-runs-per-minute",
+          rate,      "--audit-log", log,         NULL };
+  struct run_job jobs[RACERS];
+  for (int i = 0; i < RACERS; i++)
+    run_cli_spawn (args, true, &jobs[i]);
+  /* Every launcher has its code before any is waited for: they race. */
+  for (int i = 0; i < RACERS; i++)
+    run_job_feed (&jobs[i], code, strlen (code));
+  int admitted = 0, refused = 0;
+  long long wait_ms = 0;
+  for (int i = 0; i < RACERS; i++)
+    {
+      struct run_out out;
+      run_cli_wait (&jobs[i], code, strlen (code), &out);
+      if (ran (&out, marker))
+        {
+          RUN_ASSERT (&out, out.exit_status == 0, "an admitted run must succeed");
+          admitted++;
+        }
+      else
+        {
+          RUN_ASSERT (&out, refused_by (&out, "runs-per-minute", marker),
+                      "a run that did not print its marker must be refused by the rate");
+          refused++;
+          long long w = retry_after_ms (&out);
+          cr_assert (w > 0 && w <= 10000, "retry_after_ms %lld, expected up to 10 s", w);
+          if (w > wait_ms)
+            wait_ms = w;
+        }
+      run_out_free (&out);
+    }
+  cr_expect_eq (admitted, RATE, "%d of %d racing launchers ran, the rate is %d", admitted, RACERS,
+                RATE);
+  cr_expect_eq (refused, RACERS - RATE);
+
+  /* Another session is not this one's: it runs now. */
+  const char *const other[]
+      = { "--store", dir, "--session", "other", "--quota-runs-per-minute", rate, NULL };
+  struct run_out out;
+  run_cli (code, strlen (code), other, &out);
+  RUN_ASSERT (&out, ran (&out, marker), "another session must not be refused");
+  run_out_free (&out);
+
+  /* After the wait it asked for, exactly one more. */
+  sleep_seconds ((double)wait_ms / 1000 + 0.2);
+  run_cli (code, strlen (code), args, &out);
+  RUN_ASSERT (&out, ran (&out, marker), "a run after the refill time must be admitted");
+  run_out_free (&out);
+  run_cli (code, strlen (code), args, &out);
+  RUN_ASSERT (&out, refused_by (&out, "runs-per-minute", marker),
+              "the refill is one token, the next run is refused");
+  run_out_free (&out);
+
+  /* Each refusal is audited, as a refusal. */
+  size_t len = 0;
+  char *text = read_file (log, &len);
+  cr_assert_not_null (text);
+  int runs = 0, refusals = 0;
+  for (char *p = text; (p = strstr (p, "\"event\":\"")); p++)
+    {
+      runs += strncmp (p, "\"event\":\"run\"", 13) == 0;
+      refusals += strncmp (p, "\"event\":\"refused\"", 17) == 0
+                  && strstr (p, "\"decision\":\"refused\"") != NULL;
+    }
+  cr_expect_eq (runs, admitted + 1, "audited runs");
+  cr_expect_eq (refusals, refused + 1, "audited refusals");
+  free (text);
+  free (log);
+  drop_dir (dir);
+}
+
+Test (quota, a_concurrent_run_is_refused_while_the_first_is_alive, .timeout = 120)
+{
+  char *dir = user_dir ();
+  char sleep_code[128], timeout[32];
+  snprintf (sleep_code, sizeof sleep_code, "import time\ntime.sleep(%.2f)\nprint('slept')\n",
+            harness_scaled (3));
+  harness_scaled_duration (30, timeout, sizeof timeout);
+  const char *const args[]
+      = { "--store",   dir,     "--session", "one-at-a-time", "--quota-concurrent", "1",
+          "--timeout", timeout, NULL };
+  struct run_job first;
+  run_cli_spawn (args, true, &first);
+  run_job_feed (&first, sleep_code, strlen (sleep_code));
+  sleep_seconds (harness_scaled (1));
+  struct run_out out;
+  run_cli ("print('second')\n", 16, args, &out);
+  cr_assert (!process_gone (first.pid), "the first run ended too early to judge");
+  RUN_ASSERT (&out, refused_by (&out, "concurrent", "second"),
+              "a second run while the first is alive must be refused");
+  run_out_free (&out);
+  run_cli_wait (&first, sleep_code, strlen (sleep_code), &out);
+  RUN_ASSERT (&out, ran (&out, "slept"), "the first run must finish");
+  run_out_free (&out);
+  run_cli ("print('third')\n", 15, args, &out);
+  RUN_ASSERT (&out, ran (&out, "third"), "once the first ended, a run is admitted");
+  run_out_free (&out);
+  drop_dir (dir);
+}
+
+/* In one launcher (a pool: the library's in-process accounting), sleepers
+ * whose wall time together exceeds the CPU quota all run; busy loops spend
+ * it and are refused. */
+Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
+{
+  double t = harness_scaled (1.5);
+  char timeout[32], quota[32];
+  snprintf (timeout, sizeof timeout, "%.0fms", t * 1000);
+  /* One run may use t/2 s of CPU (cpus 0.5): the quota is 2.5 of those. */
+  snprintf (quota, sizeof quota, "%.0fms", t * 1000 * 1.25);
+  const char *const args[]
+      = { "--timeout", timeout, "--quota-cpu-time", quota, "--session", "cpu", NULL };
+  struct pool_job pool;
+  pool_start (args, 1, &pool);
+  char sleeper[96];
+  snprintf (sleeper, sizeof sleeper, "import time\ntime.sleep(%.3f)\nprint('slept')\n", t * 0.4);
+  for (int i = 0; i < 4; i++)
+    {
+      struct run_out out;
+      pool_run (&pool, sleeper, NULL, &out);
+      RUN_ASSERT (&out, ran (&out, "slept"),
+                  "sleeper %d must run: sleeping spends wall time, not CPU", i + 1);
+      run_out_free (&out);
+    }
+  int busy_admitted = 0;
+  bool refused = false;
+  for (int i = 0; i < 3 && !refused; i++)
+    {
+      struct run_out out;
+      pool_run (&pool, "print('busy', flush=True)\nwhile True: pass\n", NULL, &out);
+      json_t *q = json_object_get (run_json (&out), "quota_refusal");
+      const char *name = json_string_value (json_object_get (q, "quota"));
+      if (name)
+        {
+          RUN_ASSERT (&out, strcmp (name, "cpu-time") == 0 && !ran (&out, "busy"),
+                      "refused by the CPU quota, nothing ran");
+          refused = true;
+        }
+      else
+        {
+          RUN_ASSERT (&out, ran (&out, "busy") && run_json_bool (&out, "timed_out"),
+                      "an admitted busy loop runs until its timeout");
+          busy_admitted++;
+        }
+      run_out_free (&out);
+    }
+  cr_expect (refused, "three busy loops of up to %s CPU each fit in a quota of %s", timeout, quota);
+  cr_expect (busy_admitted >= 1 && busy_admitted <= 2, "%d busy loops admitted", busy_admitted);
+  pool_stop (&pool);
+}
+
+Test (quota, serve_answers_429_with_retry_after_and_the_refusal, .timeout = 120)
+{
+  const char *const args[] = { "--quota-runs-per-minute", "2", "--pool-size", "1", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  static const char body[] = "{\"code\":\"print('served')\",\"session\":\"s429\"}";
+  char *answer = NULL;
+  bool retry = false;
+  for (int i = 0; i < 2; i++)
+    {
+      long st
+          = serve_http (s.socket, "POST", "/v1/runs", body, strlen (body), NULL, &answer, &retry);
+      cr_assert (st == 200 && strstr (answer, "served\\n"), "run %d: %ld %s", i + 1, st, answer);
+      free (answer);
+    }
+  long st = serve_http (s.socket, "POST", "/v1/runs", body, strlen (body), NULL, &answer, &retry);
+  cr_assert (st == 429 && retry, "the third run must get 429 with Retry-After: %ld %s", st, answer);
+  cr_assert (strstr (answer, "\"quota\":\"runs-per-minute\"") && !strstr (answer, "served\\n"),
+             "%s", answer);
+  free (answer);
+  /* Another session, through the header. */
+  static const char plain[] = "{\"code\":\"print('served')\"}";
+  const char *const header[] = { "X-Nsbox-Session: s429-other", NULL };
+  st = serve_http (s.socket, "POST", "/v1/runs", plain, strlen (plain), header, &answer, NULL);
+  cr_assert (st == 200 && strstr (answer, "served\\n"), "%ld %s", st, answer);
+  free (answer);
+  /* nsbox run --server: the refusal's exit status and text. */
+  struct run_out out;
+  const char *const session[] = { "--session", "s429", NULL };
+  serve_run (&s, "print('served')\n", session, &out);
+  RUN_ASSERT (&out, refused_by (&out, "runs-per-minute", "served"),
+              "nsbox run --server must report the refusal");
+  run_out_free (&out);
+  st = serve_http (s.socket, "GET", "/metrics", NULL, 0, NULL, &answer, NULL);
+  cr_assert (st == 200 && strstr (answer, "outcome=\"refused\""), "%s", answer);
+  free (answer);
+  char *log = NULL;
+  cr_expect_eq (serve_stop (&s, &log), 0, "%s", log ? log : "");
+  free (log);
+}
