@@ -202,7 +202,10 @@ extern "C"
    * "killed: memory limit 256m exceeded", "killed by signal 9 (SIGKILL)",
    * "output truncated: N bytes omitted from stdout"), then stdout and
    * stderr under "--- stdout ---" and "--- stderr ---" ("(empty)" when
-   * empty). Caller frees; NULL with err filled on failure. */
+   * empty). A run a quota refused is two lines instead: "refused: this
+   * session's quota Q (LIMIT) is used up; retry in T" and "the code did not
+   * run (no sandbox was started)". Caller frees; NULL with err filled on
+   * failure. */
   NSBOX_EXPORT char *nsbox_result_to_text (const nsbox_result *result, struct nsbox_error **err);
 
   /* The warm pool: sandboxes started ahead of time, each used for exactly

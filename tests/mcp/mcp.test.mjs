@@ -361,6 +361,22 @@ test('audit log: each call is one chained record naming the MCP client, without 
   rmSync(dir, { recursive: true, force: true });
 });
 
+test('a quota refusal is a tool error the model can read, and nothing runs', { timeout: 120000 }, async () => {
+  const { client } = await connect(['--quota-runs-per-minute', '2', '--session', 'quota-1', '--pool-size', '1']);
+  for (let i = 0; i < 2; i++) {
+    const r = await call(client, { code: 'print("ran")' });
+    assert.equal(r.isError, false);
+    assert.equal(r.structuredContent.stdout, 'ran\n');
+  }
+  const refused = await call(client, { code: 'print("ran")' });
+  assert.equal(refused.isError, true, 'a refusal is an error for the model');
+  assert.match(refused.content[0].text, /^refused: this session's quota runs-per-minute \(2 per minute\) is used up; retry in \d+s\n/);
+  assert.equal(refused.structuredContent.quota_refusal.quota, 'runs-per-minute');
+  assert.ok(refused.structuredContent.quota_refusal.retry_after_ms > 0);
+  assert.equal(refused.structuredContent.stdout, '', 'nothing ran');
+  await client.close();
+});
+
 test('10 parallel calls all complete, concurrently', { timeout: 120000 }, async () => {
   const client = await mainServer();
   const code = 'import time\ntime.sleep(1)\nprint("ok")';
