@@ -209,7 +209,7 @@ output_schema (void)
           "cpu_ms",    "memory_peak_bytes",    "timeout_ms",           "memory_limit_bytes" };
   static const char *const booleans[]
       = { "timed_out", "oom_killed", "stdout_truncated", "stderr_truncated" };
-  static const char *const strings[] = { "stdout", "stderr", "runtime", "served" };
+  static const char *const strings[] = { "stdout", "stderr", "served" };
   for (size_t i = 0; p && i < ARRAY_SIZE (integers); i++)
     json_object_set_new (p, integers[i], json_pack ("{s:s}", "type", "integer"));
   for (size_t i = 0; p && i < ARRAY_SIZE (booleans); i++)
@@ -219,6 +219,13 @@ output_schema (void)
   if (!p)
     return NULL;
   json_object_set_new (p, "signal", json_pack ("{s:[s,s]}", "type", "string", "null"));
+  /* null for a run a quota refused: no runtime ran it. */
+  json_object_set_new (p, "runtime", json_pack ("{s:[s,s]}", "type", "string", "null"));
+  json_object_set_new (p, "quota_refusal",
+                       json_pack ("{s:[s,s],s:{s:{s:s},s:{s:s},s:{s:s}},s:[s,s,s]}", "type",
+                                  "object", "null", "properties", "quota", "type", "string",
+                                  "limit", "type", "string", "retry_after_ms", "type", "integer",
+                                  "required", "quota", "limit", "retry_after_ms"));
   json_object_set_new (
       p, "limits",
       json_pack ("{s:s,s:{s:s}}", "type", "object", "additionalProperties", "type", "string"));
@@ -251,7 +258,8 @@ output_schema (void)
                                         "runtime",
                                         "served",
                                         "files",
-                                        "files_refused" };
+                                        "files_refused",
+                                        "quota_refusal" };
   for (size_t i = 0; required && i < ARRAY_SIZE (always); i++)
     json_array_append_new (required, json_string (always[i]));
   return json_pack ("{s:s,s:o,s:o*}", "type", "object", "properties", p, "required", required);

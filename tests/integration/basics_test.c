@@ -61,7 +61,8 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
                                       "runtime",
                                       "served",
                                       "files",
-                                      "files_refused" };
+                                      "files_refused",
+                                      "quota_refusal" };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
   static const char *const mechanisms[] = { "none", "rlimit", "cgroup1", "cgroup2", "tmpfs" };
   struct run_out out;
@@ -103,6 +104,8 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
                     && json_array_size (json_object_get (json, lists[l])) == 0,
                 "%s must be an empty array without output-dir", lists[l]);
   RUN_ASSERT (&out, json_is_string (json_object_get (json, "stderr")), "stderr type");
+  RUN_ASSERT (&out, json_is_null (json_object_get (json, "quota_refusal")),
+              "quota_refusal must be null for a run no quota refused");
   json_t *limits = json_object_get (json, "limits");
   RUN_ASSERT (&out, json_is_object (limits) && json_object_size (limits) == 4,
               "limits must be an object of 4 fields");
