@@ -304,7 +304,8 @@ cmd_rootfs (struct nsbox_store *store, int argc, char **argv)
 static int
 answer_error (struct nsbox_error *error)
 {
-  cleanup_free char *answer = xasprintf ("E %s", nsbox_error_message (error));
+  cleanup_free char *answer
+      = xasprintf ("E %d %s", nsbox_error_errno (error), nsbox_error_message (error));
   if (!answer || nsbox_write_all (STDOUT_FILENO, answer, strlen (answer) + 1) < 0)
     fprintf (stderr, "nsbox-image: %s\n", nsbox_error_message (error));
   int status = exit_status (error);
@@ -355,7 +356,8 @@ pass_lock (struct nsbox_store *store)
  * --pass-lock (stdout a unix socket) the store's shared lock comes first
  * (see pass_lock): resolving and locking are one step, and `gc` cannot
  * remove the tree before the run ends; and a failure is an answer on the
- * socket too, "E " and the message, for nsbox to report as its own. */
+ * socket too, "E ", the errno, a space and the message, for nsbox to
+ * report as its own. */
 static int
 cmd_resolve (struct nsbox_store *store, int argc, char **argv)
 {

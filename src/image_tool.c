@@ -168,7 +168,13 @@ nsbox_image_hold (const char *store, const char *ref, enum nsbox_pull_policy pol
       return ret;
     }
   if (len > 2 && answer[0] == 'E')
-    ret = nsbox_error_set (err, EIO, "%s", answer + 2);
+    {
+      /* "E ERRNO MESSAGE": the tool's errno (ENOENT: not in the store). */
+      char *end = NULL;
+      long e = strtol (answer + 2, &end, 10);
+      bool numbered = end && end != answer + 2 && *end == ' ' && e > 0 && e < 4096;
+      ret = nsbox_error_set (err, numbered ? (int)e : EIO, "%s", numbered ? end + 1 : answer + 2);
+    }
   else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
     ret = nsbox_error_set (err, EIO, "'%s resolve %s' failed (wait status %d)", tool, ref, status);
   else if (image->lock_fd < 0 || len < 1 || answer[0] != 'L')
