@@ -17,6 +17,7 @@
 
 #include "audit.h"
 #include "config.h"
+#include "doctor.h"
 #include "error.h"
 #include "image.h"
 #include "mcp.h"
@@ -124,6 +125,7 @@ usage (FILE *out)
            "                 [--pool-max-age T] [--pool-refill N]\n"
            "       nsbox check-policy FILE\n"
            "       nsbox audit verify FILE\n"
+           "       nsbox doctor [--json] [OPTIONS]\n"
            "       nsbox --version\n\n"
            "Runs the code on stdin in a fresh, single-use sandbox (default command:\n"
            "python -). Precedence: built-in defaults < --config FILE < flags.\n\n"
@@ -844,6 +846,28 @@ cmd_check_policy (int argc, char **argv)
   return 0;
 }
 
+/* `nsbox doctor [--json] [OPTIONS]`: the configuration as `nsbox run`
+ * would use it, checked on this machine. */
+static int
+cmd_doctor (int argc, char **argv)
+{
+  struct cli cli = { .extra = NULL, .n_extra = 0 };
+  int ret = parse_args (&cli, argc, argv);
+  cleanup_free struct setting *settings = cli.settings;
+  cleanup_free const char **profiles = cli.profiles;
+  if (ret != 0)
+    return ret;
+  if (cli.command_len > 0)
+    return fail ("usage: nsbox doctor [--json] [--config FILE] [--KEY VALUE]...");
+  cleanup_error struct nsbox_error *err = NULL;
+  cleanup_config nsbox_config *config = nsbox_config_new (&err);
+  if (!config)
+    return fail ("%s", nsbox_error_message (err));
+  if ((ret = configure (&cli, config)) != 0)
+    return ret;
+  return nsbox_doctor (config, cli.json);
+}
+
 /* `nsbox audit verify FILE`: 0 when the chain is intact, 1 naming the
  * first broken record, 125 when the file cannot be read. */
 static int
@@ -879,6 +903,8 @@ main (int argc, char **argv)
     return cmd_mcp (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "audit") == 0)
     return cmd_audit (argc - 1, argv + 1);
+  if (argc >= 2 && strcmp (argv[1], "doctor") == 0)
+    return cmd_doctor (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "check-policy") == 0)
     return cmd_check_policy (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "--version") == 0)

@@ -166,6 +166,15 @@ become (const struct test_ids *ids)
     prctl (PR_SET_DUMPABLE, 1, 0, 0, 0);
 }
 
+void
+harness_test_ids (bool *drop, uid_t *uid, gid_t *gid)
+{
+  struct test_ids ids = test_ids ();
+  *drop = ids.drop;
+  *uid = ids.uid;
+  *gid = ids.gid;
+}
+
 static bool raise_rlimits;
 
 void

@@ -242,6 +242,10 @@ char *read_file (const char *path, size_t *len);
  * never taken from nsbox. */
 void sha256_hex (const char *data, size_t len, char hex[65]);
 
+/* Who launchers run as: *drop when the harness switches to the test user
+ * (NSBOX_TEST_USER), with its uid and gid (else the harness's own). */
+void harness_test_ids (bool *drop, uid_t *uid, gid_t *gid);
+
 /* Directory of the test user (or of the harness's user) for files the
  * server must read: a fresh 0700 directory; free and rm -r it. */
 char *user_dir (void);

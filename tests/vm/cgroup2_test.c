@@ -8,6 +8,8 @@
  *   suite userscope a user started from a cgroup it cannot use (root's)
  *                  gets a delegated scope from its systemd user instance;
  *                  run with XDG_RUNTIME_DIR set, under systemd
+ * Each suite also asks `nsbox doctor` and checks its verdict and its fix
+ * against what the suite's own condition is.
  *
  * Run cgroups are found by walking the whole cgroup2 mount, not only below
  * the test's own cgroup: a delegated launcher runs in a scope elsewhere. One
@@ -182,6 +184,59 @@ Test (cgroup2, json_limits_say_cgroup2_for_memory_cpus_and_pids, .timeout = 60)
   assert_cgroup2_limits (&out);
   assert_no_run_cgroup (&out);
   run_out_free (&out);
+}
+
+/* `nsbox doctor --json` as this pass runs nsbox: the report, its exit
+ * status in *status, and the "limits" check. */
+static json_t *
+doctor_report (int *status, json_t **limits)
+{
+  char *store = user_dir ();
+  setenv ("NSBOX_STORE", store, 1);
+  const char *const args[] = { "--json", NULL };
+  struct run_job job;
+  run_nsbox_spawn ("doctor", true, args, false, &job);
+  struct run_out out;
+  run_cli_wait (&job, NULL, 0, &out);
+  size_t len = 0;
+  const char *text = run_stdout (&out, &len);
+  json_error_t jerr;
+  json_t *report = json_loadb (text, len, 0, &jerr);
+  RUN_ASSERT (&out, json_is_object (report), "nsbox doctor --json printed no JSON object");
+  *status = out.exit_status;
+  run_out_free (&out);
+  *limits = NULL;
+  json_t *checks = json_object_get (report, "checks");
+  for (size_t i = 0; i < json_array_size (checks); i++)
+    if (strcmp (json_string_value (json_object_get (json_array_get (checks, i), "name")), "limits")
+        == 0)
+      *limits = json_array_get (checks, i);
+  cr_assert_not_null (*limits, "no limits check");
+  char cmd[4200];
+  snprintf (cmd, sizeof cmd, "rm -rf '%s'", store);
+  cr_expect_eq (system (cmd), 0);
+  free (store);
+  return report;
+}
+
+static const char *
+member (json_t *o, const char *key)
+{
+  const char *v = json_string_value (json_object_get (o, key));
+  return v ? v : "";
+}
+
+/* Where every limit is a cgroup2 one (this suite's condition), the doctor
+ * says so and exits 0. */
+Test (cgroup2, doctor_finds_every_limit_enforced_by_cgroup2, .timeout = 120)
+{
+  int status = -1;
+  json_t *limits = NULL;
+  json_t *report = doctor_report (&status, &limits);
+  cr_expect_str_eq (member (limits, "detail"), "memory by cgroup2, cpus by cgroup2, pids by cgroup2");
+  cr_expect_str_eq (member (report, "verdict"), "ok");
+  cr_expect_eq (status, 0);
+  json_decref (report);
 }
 
 /* With CLONE_NEWCGROUP at clone time, the namespace's root is the cgroup the
@@ -577,6 +632,28 @@ Test (undelegated, user_without_delegation_gets_rlimits_and_the_result_says_so, 
               "limits.cpus is '%s', expected 'none'", run_json_limit (&out, "cpus"));
   assert_no_run_cgroup (&out);
   run_out_free (&out);
+}
+
+/* No delegated cgroup and no user bus (this suite's condition, checked
+ * here): degraded, exit 1, and the fix names a delegated scope. */
+Test (undelegated, doctor_says_degraded_and_names_a_delegated_scope, .timeout = 120)
+{
+  struct passwd *pw = getpwnam (harness_test_user ());
+  cr_assert_not_null (pw);
+  char bus[64];
+  snprintf (bus, sizeof bus, "/run/user/%u/bus", (unsigned)pw->pw_uid);
+  struct stat st;
+  cr_assert (stat (bus, &st) < 0 || !S_ISSOCK (st.st_mode), "%s exists: not this suite's condition",
+             bus);
+  int status = -1;
+  json_t *limits = NULL;
+  json_t *report = doctor_report (&status, &limits);
+  cr_expect_str_eq (member (limits, "status"), "degraded", "%s", member (limits, "detail"));
+  cr_expect (strstr (member (limits, "fix"), "systemd-run --user --scope") != NULL, "fix: %s",
+             member (limits, "fix"));
+  cr_expect_str_eq (member (report, "verdict"), "degraded");
+  cr_expect_eq (status, 1);
+  json_decref (report);
 }
 
 Test (undelegated, strict_refuses_without_a_cgroup, .timeout = 60)
