@@ -294,7 +294,7 @@ cmd_rootfs (struct nsbox_store *store, int argc, char **argv)
     return usage_error ("rootfs takes one image reference");
   struct nsbox_error *error = NULL;
   cleanup_free char *rootfs = NULL;
-  if (nsbox_image_resolve (store, argv[1], NSBOX_PULL_NEVER, NULL, &rootfs, NULL, &error) < 0)
+  if (nsbox_image_resolve (store, argv[1], NSBOX_PULL_NEVER, NULL, &rootfs, NULL, NULL, &error) < 0)
     return report (error);
   printf ("%s\n", rootfs);
   return EXIT_OK;
@@ -352,7 +352,8 @@ pass_lock (struct nsbox_store *store)
 /* For `nsbox run --image` (src/image_tool.c): the nsbox CLI resolves
  * images through this command so that it does not load libcurl and
  * libarchive on every run. Output, each item NUL-terminated: the store
- * root, the rootfs path, then the image config's Env entries. With
+ * root, the rootfs path, the manifest digest, then the image config's Env
+ * entries. With
  * --pass-lock (stdout a unix socket) the store's shared lock comes first
  * (see pass_lock): resolving and locking are one step, and `gc` cannot
  * remove the tree before the run ends; and a failure is an answer on the
@@ -382,12 +383,13 @@ cmd_resolve (struct nsbox_store *store, int argc, char **argv)
   struct nsbox_error *error = NULL;
   cleanup_free char *rootfs = NULL;
   cleanup_strv char **env = NULL;
-  if (nsbox_image_resolve (store, argv[1], policy, &options, &rootfs, &env, &error) < 0)
+  cleanup_free char *digest = NULL;
+  if (nsbox_image_resolve (store, argv[1], policy, &options, &rootfs, &env, &digest, &error) < 0)
     return send_lock ? answer_error (error) : report (error);
   int ret = send_lock ? pass_lock (store) : EXIT_OK;
   if (ret != EXIT_OK)
     return ret;
-  printf ("%s%c%s%c", nsbox_store_root (store), 0, rootfs, 0);
+  printf ("%s%c%s%c%s%c", nsbox_store_root (store), 0, rootfs, 0, digest, 0);
   for (char **e = env; e && *e; e++)
     printf ("%s%c", *e, 0);
   /* An answer cut short at an item boundary would still parse: the

@@ -12,7 +12,7 @@
 int
 nsbox_image_resolve (struct nsbox_store *store, const char *ref, enum nsbox_pull_policy policy,
                      const struct nsbox_pull_options *options, char **rootfs, char ***env,
-                     struct nsbox_error **err)
+                     char **manifest_digest, struct nsbox_error **err)
 {
   if (!ref || !*ref)
     return nsbox_error_set (err, EINVAL, "empty image reference");
@@ -49,6 +49,8 @@ nsbox_image_resolve (struct nsbox_store *store, const char *ref, enum nsbox_pull
   *rootfs = path;
   if (env)
     *env = strv;
+  if (manifest_digest)
+    *manifest_digest = TAKE_PTR (digest);
   return 0;
 }
 
@@ -62,7 +64,8 @@ nsbox_image_hold (const char *store_root, const char *ref, enum nsbox_pull_polic
   if (ret < 0)
     return ret;
   struct nsbox_pull_options options = { 0 };
-  ret = nsbox_image_resolve (store, ref, policy, &options, &image->rootfs, &image->env, err);
+  ret = nsbox_image_resolve (store, ref, policy, &options, &image->rootfs, &image->env,
+                             &image->digest, err);
   /* The store took its shared lock when it opened: a duplicate of that fd
    * shares the lock and outlives the store. */
   if (ret == 0 && (image->lock_fd = fcntl (nsbox_store_lock_fd (store), F_DUPFD_CLOEXEC, 3)) < 0)

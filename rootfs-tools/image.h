@@ -49,6 +49,7 @@ struct nsbox_image
 {
   char *rootfs; /* the unpacked tree; nobody changes it while the lock is held */
   char **env;   /* the image config's Env, NULL-terminated */
+  char *digest; /* the manifest digest, "sha256:<64 hex>" */
   int lock_fd;  /* the store's shared lock, taken before REF was resolved */
 };
 
@@ -63,6 +64,7 @@ nsbox_image_release (struct nsbox_image *image)
 {
   free (TAKE_PTR (image->rootfs));
   nsbox_strv_free (TAKE_PTR (image->env));
+  free (TAKE_PTR (image->digest));
   closep (&image->lock_fd);
   image->lock_fd = -1;
 }

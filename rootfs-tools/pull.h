@@ -29,9 +29,10 @@ int nsbox_image_pull (struct nsbox_store *store, const char *ref,
                       const struct nsbox_pull_options *options, char **manifest_digest,
                       struct nsbox_error **err);
 
-/* REF -> unpacked rootfs path and image Env, pulling according to policy. */
+/* REF -> unpacked rootfs path, image Env and (when manifest_digest is not
+ * NULL) the manifest digest, pulling according to policy. */
 int nsbox_image_resolve (struct nsbox_store *store, const char *ref, enum nsbox_pull_policy policy,
                          const struct nsbox_pull_options *options, char **rootfs, char ***env,
-                         struct nsbox_error **err);
+                         char **manifest_digest, struct nsbox_error **err);
 
 #endif

@@ -398,8 +398,12 @@ record_value (const nsbox_config *c, const struct nsbox_audit_run *run, size_t c
       || add (caller, "pid", json_integer ((json_int_t)getpid ())) < 0
       || add (caller, "client", text_or_null (run->client)) < 0)
     return NULL;
+  /* An image the CLI resolved to a rootfs itself is still the image's run. */
+  bool from_image = !c->rootfs || c->image_digest;
+  const char *digest = result && result->image_digest[0] ? result->image_digest : c->image_digest;
   json_t *image = add_object (r, "image");
-  if (!image || add (image, "reference", text_or_null (c->rootfs ? NULL : c->image)) < 0
+  if (!image || add (image, "reference", text_or_null (from_image ? c->image : NULL)) < 0
+      || add (image, "digest", text_or_null (from_image ? digest : NULL)) < 0
       || add (image, "rootfs", text_or_null (c->rootfs)) < 0)
     return NULL;
   if (add (r, "seccomp_sha256",

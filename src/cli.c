@@ -258,7 +258,8 @@ resolve_image (nsbox_config *config, struct nsbox_image *image)
   size_t len = 0;
   while (image->env[len])
     len++;
-  if (nsbox_config_set_base_env (config, (const char *const *)image->env, len, &err) < 0)
+  if (nsbox_config_set_base_env (config, (const char *const *)image->env, len, &err) < 0
+      || nsbox_config_set_image_digest (config, image->digest, &err) < 0)
     return fail ("%s", nsbox_error_message (err));
   return 0;
 }

@@ -828,6 +828,7 @@ nsbox_config_free (nsbox_config *config)
   free (config->audit_log);
   free (config->session);
   free (config->quota_state_dir);
+  free (config->image_digest);
   nsbox_strv_free (config->base_env);
   free (config);
 }
@@ -879,6 +880,17 @@ strdup_or_null (const char *text, bool *failed)
 }
 
 int
+nsbox_config_set_image_digest (nsbox_config *config, const char *digest, struct nsbox_error **err)
+{
+  char *copy = NULL;
+  if (digest && !(copy = strdup (digest)))
+    return nsbox_error_oom (err);
+  free (config->image_digest);
+  config->image_digest = copy;
+  return 0;
+}
+
+int
 nsbox_config_set_base_env (nsbox_config *config, const char *const *env, size_t len,
                            struct nsbox_error **err)
 {
@@ -916,6 +928,7 @@ nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
   copy->audit_log = strdup_or_null (config->audit_log, &failed);
   copy->session = strdup_or_null (config->session, &failed);
   copy->quota_state_dir = strdup_or_null (config->quota_state_dir, &failed);
+  copy->image_digest = strdup_or_null (config->image_digest, &failed);
   copy->inputs = NULL;
   if (config->inputs
       && !(copy->inputs = nsbox_strv_dup ((const char *const *)config->inputs, config->inputs_len)))

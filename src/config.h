@@ -58,6 +58,7 @@ struct nsbox_config
   char *quota_state_dir;    /* the CLI's state files (quota.h), or NULL: this process */
   char **base_env;          /* an image's Env resolved outside the library (the CLI), or NULL */
   size_t base_env_len;
+  char *image_digest; /* the manifest digest of `image` when the CLI resolved it to rootfs */
 };
 
 /* The key table, for the CLI: NULL-terminated list of key names and whether
@@ -79,6 +80,11 @@ bool nsbox_session_valid (const char *value) NSBOX_INTERNAL;
  * `env` is added to; NULL restores the bare-rootfs default. */
 int nsbox_config_set_base_env (nsbox_config *config, const char *const *env, size_t len,
                                struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* The manifest digest of `image`, which the CLI resolved itself to the
+ * `rootfs` it set: the run is then still the image's (the audit log). */
+int nsbox_config_set_image_digest (nsbox_config *config, const char *digest,
+                                   struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* Deep copy (used by nsbox_run to take a stable snapshot). */
 nsbox_config *nsbox_config_dup (const nsbox_config *config,

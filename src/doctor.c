@@ -484,7 +484,8 @@ check_image (struct report *r, nsbox_config *c, struct nsbox_image *held, bool *
       while (held->env && held->env[len])
         len++;
       if (nsbox_config_set (c, "rootfs", held->rootfs, NULL) == 0
-          && nsbox_config_set_base_env (c, (const char *const *)held->env, len, NULL) == 0)
+          && nsbox_config_set_base_env (c, (const char *const *)held->env, len, NULL) == 0
+          && nsbox_config_set_image_digest (c, held->digest, NULL) == 0)
         *usable = true;
       add (r, "image", OK, NULL, "%s is in the store", c->image);
       return;

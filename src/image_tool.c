@@ -181,17 +181,20 @@ nsbox_image_hold (const char *store, const char *ref, enum nsbox_pull_policy pol
     ret = nsbox_error_set (err, EPROTO, "'%s resolve %s' did not pass the store's lock", tool, ref);
   else if (answer[len - 1] != '\0')
     ret = nsbox_error_set (err, EPROTO, "'%s resolve %s' gave a truncated answer", tool, ref);
-  /* The lock's byte, the store root, the rootfs, then the Env entries. */
+  /* The lock's byte, the store root, the rootfs, the manifest digest, then
+   * the Env entries. */
   const char *item = answer + 1;
   const char *end = answer + len;
   size_t env_len = 0;
   for (int i = 0; ret == 0 && item < end; i++, item += strlen (item) + 1)
     if (i == 1 && !(image->rootfs = strdup (item)))
       ret = nsbox_error_oom (err);
-    else if (i >= 2 && nsbox_strv_append (&image->env, &env_len, strdup (item)) < 0)
+    else if (i == 2 && !(image->digest = strdup (item)))
       ret = nsbox_error_oom (err);
-  if (ret == 0 && !image->rootfs)
-    ret = nsbox_error_set (err, EPROTO, "'%s resolve %s' gave no rootfs", tool, ref);
+    else if (i >= 3 && nsbox_strv_append (&image->env, &env_len, strdup (item)) < 0)
+      ret = nsbox_error_oom (err);
+  if (ret == 0 && (!image->rootfs || !image->digest))
+    ret = nsbox_error_set (err, EPROTO, "'%s resolve %s' gave no rootfs or no digest", tool, ref);
   if (ret == 0 && !image->env && !(image->env = calloc (1, sizeof *image->env)))
     ret = nsbox_error_oom (err);
   if (ret < 0)

@@ -50,6 +50,7 @@ struct nsbox_result
   struct nsbox_result_refusal *refused;
   size_t n_refused;
   char policy_sha256[65]; /* the seccomp filter's BPF digest, when audited; "" otherwise */
+  char image_digest[80];  /* the image's manifest digest; "" for a plain rootfs */
   /* A run a quota refused (no sandbox started): the quota's name (static),
    * its limit as configured, and how long until it would be admitted. */
   const char *quota_refusal;

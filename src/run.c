@@ -51,6 +51,7 @@ struct nsbox_launch
   struct nsbox_image image; /* held while the image runs: no gc under it */
   bool own_bpf;
   char policy_sha256[NSBOX_SHA256_HEX]; /* of the BPF program, for the audit log */
+  char image_digest[80];                /* the image's manifest digest, or "" */
   struct nsbox_pipes pipes;
   int sync_fd; /* native: the launcher's end, where init's /tmp fd waits */
   enum nsbox_runtime runtime;
@@ -291,6 +292,8 @@ prepare_plan (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox
   /* `image`: resolved through the store, pulled per `pull`. */
   if (!c->rootfs && (ret = nsbox_image_hold (c->store, c->image, c->pull, &r->image, err)) < 0)
     return ret;
+  const char *digest = r->image.digest ? r->image.digest : c->image_digest;
+  snprintf (r->image_digest, sizeof r->image_digest, "%s", digest ? digest : "");
   ret = check_rootfs (r, c->rootfs ? c->rootfs : r->image.rootfs, c->inputs_len > 0, err);
   if (ret < 0 || (ret = build_env (r, c, err)) < 0 || (ret = prepare_filter (r, c, err)) < 0
       || (ret = hash_filter (r, c, err)) < 0
@@ -531,6 +534,7 @@ nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
     res->limits[i] = r->limits.mech[i];
   res->runtime = nsbox_launch_runtime (r);
   memcpy (res->policy_sha256, r->policy_sha256, sizeof res->policy_sha256);
+  memcpy (res->image_digest, r->image_digest, sizeof res->image_digest);
   launch_release (r);
   return ret;
 }

@@ -262,3 +262,78 @@ Test (registry_run, the_library_pulls_runs_and_holds_the_image, .timeout = 300)
   const char *const gc_argv[] = { image_bin (), "--store", store, "gc", NULL };
   cr_assert_eq (run_command (gc_argv), 0, "gc after the run: the lock outlived it");
 }
+
+/* The manifest digest of ref, as the registry serves it (skopeo, not
+ * nsbox). */
+static void
+registry_digest (const char *ref, char *digest, size_t size)
+{
+  char cmd[512];
+  snprintf (cmd, sizeof cmd,
+            "skopeo inspect --tls-verify=false --format '{{.Digest}}' 'docker://%s' 2>&1", ref);
+  FILE *p = popen (cmd, "re");
+  cr_assert (p);
+  if (!fgets (digest, (int)size, p))
+    digest[0] = '\0';
+  int status = pclose (p);
+  digest[strcspn (digest, "\n")] = '\0';
+  cr_assert (status == 0 && strncmp (digest, "sha256:", 7) == 0, "skopeo inspect: %s", digest);
+}
+
+/* The audit record of an image's run names the image and its manifest
+ * digest, through the CLI (which resolves the image itself) and through
+ * the library. */
+Test (registry_run, the_audit_record_names_the_image_and_its_digest, .timeout = 300)
+{
+  struct server reg;
+  registry_start (&reg, python_storage (), NULL);
+  char ref[128], want[128];
+  snprintf (ref, sizeof ref, "127.0.0.1:%u/test/python:bookworm", reg.port);
+  registry_digest (ref, want, sizeof want);
+  const char *store = test_path ("store");
+  char log[4200], cmd[8192];
+  snprintf (log, sizeof log, "%s/audit.log", test_path ("audit"));
+  mkdir (test_path ("audit"), 0700);
+  snprintf (cmd, sizeof cmd,
+            "printf 'print(1)' | '%s' run --store '%s' --image '%s' --audit-log '%s' >/dev/null",
+            getenv ("NSBOX_BIN") ? getenv ("NSBOX_BIN") : "build/nsbox", store, ref, log);
+  cr_assert_eq (system (cmd), 0, "%s", cmd);
+  nsbox_config *c = nsbox_config_new (NULL);
+  cr_assert_not_null (c);
+  cr_assert (nsbox_config_set (c, "store", store, NULL) == 0
+             && nsbox_config_set (c, "image", ref, NULL) == 0
+             && nsbox_config_set (c, "audit-log", log, NULL) == 0);
+  /* In a child: the library forks the sandbox, Criterion's worker has threads. */
+  pid_t pid = fork ();
+  cr_assert (pid >= 0);
+  if (pid == 0)
+    {
+      nsbox_result *res = NULL;
+      _exit (nsbox_run (c, "print(2)", 8, &res, NULL) == 0 && nsbox_result_exit_code (res) == 0
+                 ? 0
+                 : 1);
+    }
+  int status = 0;
+  waitpid (pid, &status, 0);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "the library run failed");
+  nsbox_config_free (c);
+  size_t len = 0;
+  char *text = read_file (log, &len);
+  cr_assert_not_null (text);
+  int records = 0;
+  for (char *line = strtok (text, "\n"); line; line = strtok (NULL, "\n"), records++)
+    {
+      json_error_t jerr;
+      json_t *r = json_loads (line, 0, &jerr);
+      cr_assert (json_is_object (r), "%s", line);
+      json_t *image = json_object_get (r, "image");
+      cr_expect_str_eq (json_string_value (json_object_get (image, "reference")), ref, "record %d",
+                        records + 1);
+      const char *digest = json_string_value (json_object_get (image, "digest"));
+      cr_expect (digest && strcmp (digest, want) == 0, "record %d: digest %s, the registry's %s",
+                 records + 1, digest ? digest : "null", want);
+      json_decref (r);
+    }
+  cr_expect_eq (records, 2);
+  free (text);
+}
