@@ -7,6 +7,7 @@
  * busy loops spend and sleepers do not (a pool: the library's in-process
  * accounting), and the server's 429. */
 #include <errno.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,4 +270,54 @@ Test (quota, serve_answers_429_with_retry_after_and_the_refusal, .timeout = 120)
   char *log = NULL;
   cr_expect_eq (serve_stop (&s, &log), 0, "%s", log ? log : "");
   free (log);
+}
+
+/* `nsbox run` under strace as the launcher's user; returns its exit status
+ * and whether it made a user or PID namespace (clone or unshare flags). */
+static int
+traced_run (const char *const *args, bool *namespaces)
+{
+  bool drop = false;
+  uid_t uid;
+  gid_t gid;
+  harness_test_ids (&drop, &uid, &gid);
+  char *dir = user_dir ();
+  char *trace = path_in (dir, "trace");
+  char who[96] = "";
+  if (drop)
+    snprintf (who, sizeof who, "setpriv --reuid=%u --regid=%u --clear-groups ", (unsigned)uid,
+              (unsigned)gid);
+  char cmd[8192];
+  int n = snprintf (cmd, sizeof cmd,
+                    "printf 'print(1)' | %sstrace -f -qq -e trace=clone,clone3,unshare -o '%s' "
+                    "'%s' run --rootfs '%s'",
+                    who, trace, harness_nsbox_bin (), harness_rootfs ());
+  for (size_t i = 0; args[i] && n > 0 && (size_t)n < sizeof cmd - 256; i++)
+    n += snprintf (cmd + n, sizeof cmd - (size_t)n, " '%s'", args[i]);
+  snprintf (cmd + n, sizeof cmd - (size_t)n, " >/dev/null 2>&1");
+  int status = system (cmd);
+  size_t len = 0;
+  char *text = read_file (trace, &len);
+  cr_assert_not_null (text, "strace wrote no trace (%s)", cmd);
+  *namespaces = strstr (text, "CLONE_NEWUSER") || strstr (text, "CLONE_NEWPID");
+  free (text);
+  unlink (trace);
+  free (trace);
+  drop_dir (dir);
+  return WIFEXITED (status) ? WEXITSTATUS (status) : -1;
+}
+
+/* Seen from outside the launcher: the admitted run makes the sandbox's
+ * namespaces, the refused one makes none. */
+Test (quota, a_refused_run_starts_no_sandbox, .timeout = 120)
+{
+  char *store = user_dir ();
+  const char *const args[]
+      = { "--store", store, "--session", "no-sandbox", "--quota-runs-per-minute", "1", NULL };
+  bool namespaces = false;
+  cr_expect_eq (traced_run (args, &namespaces), 0, "the first run must be admitted");
+  cr_expect (namespaces, "the admitted run made no namespace: the probe sees nothing");
+  cr_expect_eq (traced_run (args, &namespaces), 75, "the second run must be refused");
+  cr_expect (!namespaces, "a refused run made a namespace");
+  drop_dir (store);
 }
