@@ -438,7 +438,7 @@ check_store (struct report *r, const nsbox_config *c)
     }
   /* The store, or the nearest directory that would hold it. */
   cleanup_free char *dir = strdup (store);
-  struct statvfs vfs;
+  struct statvfs vfs = { 0 };
   while (dir && statvfs (dir, &vfs) < 0 && strrchr (dir, '/') && strlen (dir) > 1)
     *strrchr (dir, '/') = '\0';
   bool exists = access (store, F_OK) == 0;
@@ -491,9 +491,10 @@ check_image (struct report *r, nsbox_config *c, struct nsbox_image *held, bool *
       return;
     }
   bool missing = nsbox_error_errno (err) == ENOENT;
+  cleanup_free char *shown = nsbox_printable (c->image);
   cleanup_free char *fix = xasprintf ("nsbox-image pull %s (or nsbox-image import a docker "
                                       "save archive of it)",
-                                      c->image);
+                                      shown ? shown : "IMAGE");
   add (r, "image", missing ? DEGRADED : FAILING, fix, "%s: %s", c->image,
        missing ? "not in the store yet (nsbox run pulls it first; needs the registry)"
                : nsbox_error_message (err));
@@ -665,6 +666,11 @@ print_json (const struct report *r, enum status v)
 int
 nsbox_doctor (nsbox_config *config, bool json)
 {
+  /* The doctor's own runs are not the session's: no quota applies. */
+  static const char *const quotas[]
+      = { "quota-runs-per-minute", "quota-concurrent", "quota-cpu-time", "quota-wall-time" };
+  for (size_t i = 0; i < ARRAY_SIZE (quotas); i++)
+    nsbox_config_set (config, quotas[i], "", NULL);
   struct report r = { .n = 0 };
   struct probe p = probe_userns ();
   check_userns (&r, p);

@@ -193,6 +193,16 @@ nsbox_image_hold (const char *store, const char *ref, enum nsbox_pull_policy pol
       ret = nsbox_error_oom (err);
     else if (i >= 3 && nsbox_strv_append (&image->env, &env_len, strdup (item)) < 0)
       ret = nsbox_error_oom (err);
+  /* A digest is "sha256:" and 64 lowercase hex digits (an nsbox-image
+   * older than this nsbox would put an Env entry there). */
+  bool digest_ok = image->digest && strlen (image->digest) == 71
+                   && strncmp (image->digest, "sha256:", 7) == 0
+                   && strspn (image->digest + 7, "0123456789abcdef") == 64;
+  if (ret == 0 && image->digest && !digest_ok)
+    ret = nsbox_error_set (err, EPROTO,
+                           "'%s resolve %s' gave no manifest digest: is it the nsbox-image of "
+                           "this nsbox?",
+                           tool, ref);
   if (ret == 0 && (!image->rootfs || !image->digest))
     ret = nsbox_error_set (err, EPROTO, "'%s resolve %s' gave no rootfs or no digest", tool, ref);
   if (ret == 0 && !image->env && !(image->env = calloc (1, sizeof *image->env)))

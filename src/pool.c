@@ -73,9 +73,10 @@ struct nsbox_run_options
   bool cancel_on_half_close;
   char **inputs; /* "PATH:NAME": the run is served cold with them */
   size_t inputs_len;
-  char *output_dir; /* NULL: the pool's */
-  char *session;    /* NULL: the pool's */
-  char *client;     /* who asked (a server's client), for the audit log */
+  char *output_dir;  /* NULL: the pool's */
+  char *session;     /* NULL: the pool's */
+  char *client;      /* who asked (a server's client), for the audit log */
+  char *quota_scope; /* whose sessions its quotas count in, or NULL */
 };
 
 struct entry
@@ -281,6 +282,17 @@ nsbox_run_options_set_client (nsbox_run_options *options, const char *client)
   return 0;
 }
 
+int
+nsbox_run_options_set_quota_scope (nsbox_run_options *options, const char *scope)
+{
+  char *copy = scope ? strdup (scope) : NULL;
+  if (scope && !copy)
+    return -ENOMEM;
+  free (options->quota_scope);
+  options->quota_scope = copy;
+  return 0;
+}
+
 void
 nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd, bool half_close_is_gone)
 {
@@ -297,6 +309,7 @@ nsbox_run_options_free (nsbox_run_options *options)
   free (options->output_dir);
   free (options->session);
   free (options->client);
+  free (options->quota_scope);
   free (options);
 }
 
@@ -973,9 +986,15 @@ nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
       uint64_t timeout_ms = options && options->timeout_ms ? options->timeout_ms
                             : p                            ? p->config->timeout_ms
                                                            : 0;
-      r = p && out
-              ? nsbox_quota_admit (p->config, audit.session, timeout_ms, &ticket, out, &run_err)
-              : 0;
+      /* Sessions counted per scope: "SCOPE|SESSION". */
+      const char *session = audit.session ? audit.session : p ? p->config->session : NULL;
+      cleanup_free char *scoped
+          = options && options->quota_scope
+                ? xasprintf ("%s|%s", options->quota_scope, session ? session : "")
+                : NULL;
+      r = p && out ? nsbox_quota_admit (p->config, scoped ? scoped : session, timeout_ms, &ticket,
+                                        out, &run_err)
+                   : 0;
       if (r == 0)
         {
           r = pool_run (p, code, code_len, options, out, warm, &run_err);

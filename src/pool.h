@@ -28,6 +28,12 @@ void nsbox_pool_get_stats (nsbox_pool *pool, struct nsbox_pool_stats *stats) NSB
 /* Who asked for the run (a server's client), for the audit log. */
 int nsbox_run_options_set_client (nsbox_run_options *options, const char *client) NSBOX_INTERNAL;
 
+/* Whose sessions the run's quotas count in (nsbox serve: the peer's uid on
+ * its unix socket), so that callers who name the same session do not share
+ * or spend each other's quotas; NULL: the session alone. */
+int nsbox_run_options_set_quota_scope (nsbox_run_options *options,
+                                       const char *scope) NSBOX_INTERNAL;
+
 void nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd,
                                       bool half_close_is_gone) NSBOX_INTERNAL;
 

@@ -43,19 +43,31 @@ bucket_ms (uint64_t window_ms)
   return len ? len : 1;
 }
 
-/* A session kept under another window: its usage moves whole into the
- * current bucket (never dropped: changing the window cannot reset it). */
+/* Whether bucket b is still in the window that ends in epoch `now`. A
+ * bucket from the future (the clock went back) counts until the clock
+ * passes it. */
+static bool
+bucket_live (uint64_t epoch, uint64_t now)
+{
+  return epoch != 0 && epoch + NSBOX_QUOTA_BUCKETS > now;
+}
+
+/* A session kept under another window (a state file written under another
+ * quota-window): its live usage moves whole into the current bucket, so
+ * changing the window cannot reset it. */
 static void
 adopt_window (struct nsbox_quota_session *s, uint64_t window_ms, uint64_t now_ms)
 {
   if (s->window_ms == window_ms)
     return;
   uint64_t cpu = 0, wall = 0;
+  uint64_t old_epoch = s->window_ms ? now_ms / bucket_ms (s->window_ms) : 0;
   for (size_t i = 0; i < NSBOX_QUOTA_BUCKETS; i++)
-    {
-      cpu += s->buckets[i].cpu_ms;
-      wall += s->buckets[i].wall_ms;
-    }
+    if (s->window_ms && bucket_live (s->buckets[i].epoch, old_epoch))
+      {
+        cpu += s->buckets[i].cpu_ms;
+        wall += s->buckets[i].wall_ms;
+      }
   memset (s->buckets, 0, sizeof s->buckets);
   s->window_ms = window_ms;
   if (cpu || wall)
@@ -65,15 +77,6 @@ adopt_window (struct nsbox_quota_session *s, uint64_t window_ms, uint64_t now_ms
       s->buckets[epoch % NSBOX_QUOTA_BUCKETS].cpu_ms = cpu;
       s->buckets[epoch % NSBOX_QUOTA_BUCKETS].wall_ms = wall;
     }
-}
-
-/* Whether bucket b is still in the window that ends in epoch `now`. A
- * bucket from the future (the clock went back) counts until the clock
- * passes it. */
-static bool
-bucket_live (uint64_t epoch, uint64_t now)
-{
-  return epoch != 0 && epoch + NSBOX_QUOTA_BUCKETS > now;
 }
 
 static uint64_t
@@ -139,6 +142,24 @@ window_retry (const struct nsbox_quota_session *s, uint64_t now_ms, bool cpu, ui
   return s->window_ms;
 }
 
+/* A flight long past its deadline (a process that forked mid-run keeps
+ * its parent's flights in its copy of the table) is charged its
+ * reservation and dropped. */
+#define STALE_MS (60 * 1000)
+
+static void
+drop_stale_flights (struct nsbox_quota_session *s, uint64_t now_ms)
+{
+  for (size_t i = 0; i < s->n_flights;)
+    if (s->flights[i].deadline_ms + STALE_MS < now_ms)
+      {
+        struct nsbox_quota_flight f = s->flights[i];
+        nsbox_quota_settle (s, f.id, now_ms, f.cpu_ms, f.wall_ms);
+      }
+    else
+      i++;
+}
+
 static int
 over_quota (const char *name, uint64_t need, uint64_t limit, struct nsbox_error **err)
 {
@@ -160,6 +181,7 @@ nsbox_quota_decide (struct nsbox_quota_session *s, const struct nsbox_quota_limi
   if (l->wall_ms && flight->wall_ms > l->wall_ms)
     return over_quota ("wall-time", flight->wall_ms, l->wall_ms, err);
   adopt_window (s, l->window_ms, now_ms);
+  drop_stale_flights (s, now_ms);
   uint64_t now_epoch = now_ms / bucket_ms (s->window_ms);
   enum nsbox_quota_kind kind = NSBOX_QUOTA_NONE;
   uint64_t retry = 0;

@@ -99,7 +99,8 @@ struct nsbox_quota_ticket
   char *key;   /* the session ("" for none) */
   uint64_t id;
   uint64_t started_ms;
-  char *state_dir; /* the state files' directory, or NULL: this process */
+  uint64_t reserved_cpu_ms; /* charged whole when the run ends without a result */
+  char *state_dir;          /* the state files' directory, or NULL: this process */
 };
 
 struct nsbox_quota_refusal
@@ -119,7 +120,8 @@ int nsbox_quota_enter (const nsbox_config *c, const char *session, uint64_t time
                        struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* After the run: charges what it used (the result's cpu_ms and
- * duration_ms; with no result, no CPU and the time since enter) and
+ * duration_ms; with no result - an error, a client that hung up - its whole
+ * CPU reservation and the time since enter) and
  * releases the ticket. Never fails the run: a state file that cannot be
  * written keeps the reservation, which a reader charges in full once this
  * launcher has exited. */

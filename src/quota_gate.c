@@ -33,7 +33,7 @@
 #include "units.h"
 
 /* Sessions the table keeps before it refuses new ones. */
-#define TABLE_MAX 100000
+#define TABLE_MAX 16384
 /* How long a launcher waits for another's state file lock. */
 #define LOCK_WAIT_MS 10000
 #define STATE_MAX (1 << 20)
@@ -438,8 +438,10 @@ nsbox_quota_enter (const nsbox_config *c, const char *session, uint64_t timeout_
     return 0;
   if (!session)
     session = c->session;
+  /* Accounting under another window is another account: usage cannot be
+   * moved between windows. */
   struct nsbox_quota_ticket t = {
-    .key = strdup (session ? session : ""),
+    .key = xasprintf ("%s\n%" PRIu64, session ? session : "", c->quota_window_ms),
     .state_dir = c->quota_state_dir ? strdup (c->quota_state_dir) : NULL,
     .id = random_id (),
   };
@@ -473,6 +475,7 @@ nsbox_quota_enter (const nsbox_config *c, const char *session, uint64_t timeout_
     }
   t.active = true;
   t.started_ms = flight.started_ms;
+  t.reserved_cpu_ms = flight.cpu_ms;
   *ticket = t;
   return 0;
 }
@@ -484,7 +487,7 @@ nsbox_quota_leave (struct nsbox_quota_ticket *ticket, const nsbox_result *result
     return;
   uint64_t now = nsbox_realtime_ms ();
   uint64_t wall = now > ticket->started_ms ? now - ticket->started_ms : 0;
-  uint64_t cpu_ms = result ? result->cpu_ms : 0;
+  uint64_t cpu_ms = result ? result->cpu_ms : ticket->reserved_cpu_ms;
   if (result && result->duration_ms < wall)
     wall = result->duration_ms;
   if (ticket->state_dir)

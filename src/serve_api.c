@@ -452,10 +452,17 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
       = nsbox_mhd.get_connection_info (c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (info)
     nsbox_run_options_set_cancel_fd (rr.options, info->connect_fd, s->tcp);
-  char client[96];
+  char client[96], scope[32] = "";
   describe_client (s, info ? info->connect_fd : -1, client, sizeof client);
+  /* On the unix socket each uid's sessions are its own. */
+  struct ucred cred;
+  socklen_t cred_len = sizeof cred;
+  if (!s->tcp && info
+      && getsockopt (info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0)
+    snprintf (scope, sizeof scope, "uid %u", (unsigned)cred.uid);
   struct nsbox_error *err = NULL;
-  if (nsbox_run_options_set_client (rr.options, client) < 0)
+  if (nsbox_run_options_set_client (rr.options, client) < 0
+      || nsbox_run_options_set_quota_scope (rr.options, scope[0] ? scope : NULL) < 0)
     {
       json_decref (root);
       nsbox_run_options_free (rr.options);

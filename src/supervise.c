@@ -41,7 +41,9 @@ struct loop
   short cancel_events; /* POLLRDHUP, or 0 for POLLHUP/POLLERR only */
   bool exited, timed_out, killed, cancelled;
   uint64_t deadline, kill_deadline;
-  uint64_t cpu_at_kill_usec; /* the tree's CPU time just before a kill, or 0 */
+  bool sample_cpu;        /* no cgroup counts its CPU: read the tree from /proc */
+  uint64_t cpu_seen_usec; /* the most the tree was seen to have used */
+  uint64_t next_sample_ms;
 };
 
 uint64_t
@@ -144,56 +146,77 @@ process_ticks (pid_t pid)
   return nsbox_proc_stat_fields (path, 14, 4, t) ? t[0] + t[1] + t[2] + t[3] : 0;
 }
 
-/* The processes of the tree under `pid`, children of every thread, at most
- * `budget` of them: their CPU ticks summed. */
-static uint64_t
-tree_ticks (pid_t pid, int *budget)
-{
-  if ((*budget)-- <= 0)
-    return 0;
-  uint64_t sum = process_ticks (pid);
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/task", (int)pid);
-  DIR *d = opendir (path);
-  if (!d)
-    return sum;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      if (e->d_name[0] == '.')
-        continue;
-      char cpath[320], buf[4096];
-      snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)pid, e->d_name);
-      if (nsbox_read_small (cpath, buf, sizeof buf) < 0)
-        continue;
-      char *save = NULL;
-      for (char *tok = strtok_r (buf, " \n", &save); tok; tok = strtok_r (NULL, " \n", &save))
-        sum += tree_ticks ((pid_t)strtol (tok, NULL, 10), budget);
-    }
-  closedir (d);
-  return sum;
-}
+/* At most this many processes of a tree are counted. */
+#define TREE_MAX 4096
 
 /* The CPU time of the process tree under pid, from /proc (UINT64_MAX when
- * it cannot be read). */
+ * it cannot be read): the children of every thread, walked with a stack on
+ * the heap (the tree is the sandbox's, as deep as it likes), at most
+ * TREE_MAX processes. */
 uint64_t
 nsbox_tree_cpu_usec (pid_t pid)
 {
   long hz = sysconf (_SC_CLK_TCK);
   if (pid <= 0 || hz <= 0)
     return UINT64_MAX;
-  int budget = 4096;
-  return tree_ticks (pid, &budget) * (1000000 / (uint64_t)hz);
+  cleanup_free pid_t *stack = malloc (TREE_MAX * sizeof *stack);
+  if (!stack)
+    return UINT64_MAX;
+  size_t n = 0, seen = 0;
+  uint64_t ticks = 0;
+  stack[n++] = pid;
+  while (n > 0 && seen++ < TREE_MAX)
+    {
+      pid_t p = stack[--n];
+      ticks += process_ticks (p);
+      char path[64];
+      snprintf (path, sizeof path, "/proc/%d/task", (int)p);
+      DIR *d = opendir (path);
+      if (!d)
+        continue;
+      struct dirent *e;
+      while ((e = readdir (d)))
+        {
+          if (e->d_name[0] == '.')
+            continue;
+          char cpath[320];
+          snprintf (cpath, sizeof cpath, "/proc/%d/task/%s/children", (int)p, e->d_name);
+          FILE *f = fopen (cpath, "re");
+          if (!f)
+            continue;
+          int child;
+          while (fscanf (f, "%d", &child) == 1)
+            if (child > 0 && n < TREE_MAX)
+              stack[n++] = (pid_t)child;
+          fclose (f);
+        }
+      closedir (d);
+    }
+  return ticks * (1000000 / (uint64_t)hz);
+}
+
+/* Without a cgroup to count it, the CPU time of processes reaped with the
+ * namespace (killed, or left running when the program exited) reaches no
+ * rusage: the tree is read from /proc every SAMPLE_MS, when the program's
+ * status arrives and before a kill, and the most seen counts. */
+#define SAMPLE_MS 100
+
+static void
+sample_cpu (struct loop *l)
+{
+  if (!l->sample_cpu || l->exited)
+    return;
+  uint64_t usec = nsbox_tree_cpu_usec (l->child->pid);
+  if (usec != UINT64_MAX && usec > l->cpu_seen_usec)
+    l->cpu_seen_usec = usec;
+  l->next_sample_ms = nsbox_now_ms () + SAMPLE_MS;
 }
 
 static void
 kill_sandbox (struct loop *l)
 {
-  /* Without a cgroup to count it, the CPU time of processes the kill
-   * reaps with the namespace reaches no rusage: counted from /proc first. */
-  uint64_t usec;
-  if (!l->killed && !nsbox_limits_cpu_usec (l->limits, &usec))
-    l->cpu_at_kill_usec = nsbox_tree_cpu_usec (l->child->pid);
+  if (!l->killed)
+    sample_cpu (l);
   if (!nsbox_limits_kill (l->limits))
     syscall (SYS_pidfd_send_signal, l->child->pidfd, SIGKILL, NULL, 0);
 }
@@ -223,6 +246,8 @@ poll_once (struct loop *l)
     p[i_cancel = n++] = (struct pollfd){ l->cancel_fd, l->cancel_events, 0 };
   uint64_t now = nsbox_now_ms ();
   uint64_t until = l->killed ? l->kill_deadline : l->deadline;
+  if (l->sample_cpu && !l->killed && !l->exited && l->next_sample_ms < until)
+    until = l->next_sample_ms;
   int wait = until > now ? (int)(until - now > 60000 ? 60000 : until - now) : 0;
   if (poll (p, (nfds_t)n, wait) < 0 && errno != EINTR)
     return -errno;
@@ -233,7 +258,10 @@ poll_once (struct loop *l)
   if (i_err >= 0 && p[i_err].revents && drain (&l->s->stderr_fd, &l->errs) < 0)
     return -ENOMEM;
   if (i_rep >= 0 && p[i_rep].revents)
-    read_reports (l);
+    {
+      read_reports (l);
+      sample_cpu (l);
+    }
   if (i_pid >= 0 && p[i_pid].revents)
     l->exited = true;
   if (i_cancel >= 0 && p[i_cancel].revents)
@@ -251,6 +279,8 @@ run_loop (struct loop *l)
   while (!finished (l))
     {
       uint64_t now = nsbox_now_ms ();
+      if (l->sample_cpu && !l->killed && now >= l->next_sample_ms)
+        sample_cpu (l);
       if (!l->killed && now >= l->deadline)
         {
           l->timed_out = !l->exited;
@@ -343,6 +373,9 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   nsbox_capture_init (&l.errs, d->capture, d->max_output_bytes);
   uint64_t start = nsbox_now_ms ();
   l.deadline = start + d->timeout_ms;
+  uint64_t cgroup_usec;
+  l.sample_cpu = !nsbox_limits_cpu_usec (limits, &cgroup_usec);
+  l.next_sample_ms = start + SAMPLE_MS;
   set_nonblocking (s->stdin_fd);
   set_nonblocking (s->stdout_fd);
   set_nonblocking (s->stderr_fd);
@@ -383,8 +416,8 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   res->duration_ms = nsbox_now_ms () - start;
   res->cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000
                 + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-  if (l.cpu_at_kill_usec != UINT64_MAX && l.cpu_at_kill_usec / 1000 > res->cpu_ms)
-    res->cpu_ms = l.cpu_at_kill_usec / 1000;
+  if (l.cpu_seen_usec / 1000 > res->cpu_ms)
+    res->cpu_ms = l.cpu_seen_usec / 1000;
   res->memory_peak_bytes = (uint64_t)ru.ru_maxrss * 1024;
   store_output (&l, res);
   res->timeout_ms = d->timeout_ms;

@@ -321,3 +321,39 @@ Test (quota, a_refused_run_starts_no_sandbox, .timeout = 120)
   cr_expect (!namespaces, "a refused run made a namespace");
   drop_dir (store);
 }
+
+/* Without a cgroup, CPU burned by processes the program leaves behind
+ * (they die with the namespace, their time in nobody's rusage) still
+ * counts: read from /proc while the run lasts. Two detached busy loops for
+ * as long as the program sleeps spend the whole quota. */
+Test (quota, cpu_of_processes_left_behind_counts, .timeout = 120)
+{
+  char *store = user_dir ();
+  double t = harness_scaled (2);
+  char timeout[32], quota[32], code[512];
+  snprintf (timeout, sizeof timeout, "%.0fms", t * 1000 * 2);
+  /* One run may use 2t x 0.5 CPU = t; the quota is 1.25 t: a second run
+   * is admitted only if the first was charged less than a quarter of t.
+   * Under a cgroup the first uses about t/2 (cpus 0.5), without one about
+   * 2t (two busy loops for t). */
+  snprintf (quota, sizeof quota, "%.0fms", t * 1000 * 1.25);
+  snprintf (code, sizeof code,
+            "import subprocess, sys, time\n"
+            "for i in range(2):\n"
+            "    subprocess.Popen([sys.executable, '-c', 'while True: pass'], "
+            "start_new_session=True)\n"
+            "time.sleep(%.3f)\nprint('left them')\n",
+            t);
+  const char *const args[]
+      = { "--store", store, "--session",        "left-behind", "--timeout", timeout,
+          "--cpus",  "0.5", "--quota-cpu-time", quota,         NULL };
+  struct run_out out;
+  run_cli (code, strlen (code), args, &out);
+  RUN_ASSERT (&out, ran (&out, "left them"), "the first run must be admitted and finish");
+  run_out_free (&out);
+  run_cli ("print('next')\n", 14, args, &out);
+  RUN_ASSERT (&out, refused_by (&out, "cpu-time", "next"),
+              "the busy processes left behind spent the CPU quota");
+  run_out_free (&out);
+  drop_dir (store);
+}

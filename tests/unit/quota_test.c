@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -15,6 +16,7 @@
 #include "config.h"
 #include "error.h"
 #include "quota.h"
+#include "supervise.h"
 
 #define T0 1800000000000ULL /* some realtime, in ms */
 
@@ -154,6 +156,21 @@ Test (quota, wall_time_quota)
   nsbox_quota_session_clear (&s);
 }
 
+Test (quota, a_flight_long_past_its_deadline_is_dropped_and_charged)
+{
+  struct nsbox_quota_session s = { 0 };
+  struct nsbox_quota_limits l = limits (0, 1, 5000, 0);
+  cr_expect_eq (try_run (&s, &l, T0, 1, 2000, 1000, NULL), NSBOX_QUOTA_NONE);
+  /* A fork's copy of a table keeps its parent's flight, never settled. */
+  cr_expect_eq (try_run (&s, &l, T0 + 30000, 2, 2000, 1000, NULL), NSBOX_QUOTA_CONCURRENT);
+  cr_expect_eq (try_run (&s, &l, T0 + 62000, 3, 2000, 1000, NULL), NSBOX_QUOTA_NONE);
+  /* Its whole reservation was charged: 2 s + 2 s reserved of 5 s. */
+  cr_expect_eq (try_run (&s, &l, T0 + 62000, 4, 2000, 1000, NULL), NSBOX_QUOTA_CONCURRENT);
+  nsbox_quota_settle (&s, 3, T0 + 63000, 2000, 1000);
+  cr_expect_eq (try_run (&s, &l, T0 + 63000, 5, 2000, 1000, NULL), NSBOX_QUOTA_CPU);
+  nsbox_quota_session_clear (&s);
+}
+
 Test (quota, a_run_larger_than_the_quota_is_an_error)
 {
   struct nsbox_quota_session s = { 0 };
@@ -187,11 +204,11 @@ Test (quota, a_clock_that_went_back_cannot_lock_a_session_out)
   struct nsbox_quota_limits l = limits (60, 0, 0, 0);
   cr_expect_eq (try_run (&s, &l, T0 + 86400000, 1, 0, 0, NULL), NSBOX_QUOTA_NONE);
   nsbox_quota_settle (&s, 1, T0 + 86400000, 0, 0);
-  /* A day back: at most a whole bucket's wait, not a day. */
+  /* A day back: the bucket counts as fully used, not used for a day: one
+   * token's wait (60 per minute), not 24 hours. */
   uint64_t retry = 0;
-  enum nsbox_quota_kind k = try_run (&s, &l, T0, 2, 0, 0, &retry);
-  if (k != NSBOX_QUOTA_NONE)
-    cr_expect_leq (retry, 60000);
+  cr_expect_eq (try_run (&s, &l, T0, 2, 0, 0, &retry), NSBOX_QUOTA_RATE);
+  cr_expect_eq (retry, 1000);
   nsbox_quota_session_clear (&s);
 }
 
@@ -214,7 +231,10 @@ Test (quota, state_text_round_trip)
   cr_expect_eq (back.tat_us, s.tat_us);
   cr_expect_eq (memcmp (back.buckets, s.buckets, sizeof s.buckets), 0);
   cr_assert_eq (back.n_flights, 1);
-  cr_expect_eq (memcmp (&back.flights[0], &s.flights[0], sizeof s.flights[0]), 0);
+  const struct nsbox_quota_flight *a = &back.flights[0], *b = &s.flights[0];
+  cr_expect (a->id == b->id && a->pid == b->pid && a->starttime == b->starttime
+             && a->started_ms == b->started_ms && a->deadline_ms == b->deadline_ms
+             && a->cpu_ms == b->cpu_ms && a->wall_ms == b->wall_ms);
   char *again = nsbox_quota_format (&back);
   cr_expect_str_eq (again, text);
   free (again);
@@ -315,6 +335,29 @@ Test (quota, threads_cannot_overspend_the_rate_or_the_concurrency)
   /* Sessions are independent: another session has its own three. */
   cr_expect_eq (nsbox_config_set (c, "session", "unit-threads-other", NULL), 0);
   cr_expect_eq (race_threads (c, 10), 3);
+  nsbox_config_free (c);
+}
+
+/* A run that ended without a result (an error, a client that hung up) is
+ * charged its whole CPU reservation: hanging up is no way around the quota. */
+Test (quota, a_run_without_a_result_is_charged_its_reservation)
+{
+  nsbox_config *c = quota_config ("unit-no-result", "quota-cpu-time", "3s");
+  cr_assert_eq (nsbox_config_set (c, "cpus", "0.5", NULL), 0);
+  int admitted = 0;
+  for (int i = 0; i < 5; i++)
+    {
+      struct nsbox_quota_ticket t;
+      struct nsbox_quota_refusal refusal;
+      /* Each may use 2 s x 0.5 CPU = 1 s. */
+      if (nsbox_quota_enter (c, NULL, 2000, &t, &refusal, NULL) == 0)
+        {
+          admitted++;
+          nsbox_quota_leave (&t, NULL);
+        }
+    }
+  cr_expect_eq (admitted, 3, "3 s of CPU, 1 s charged per run without a result: %d admitted",
+                admitted);
   nsbox_config_free (c);
 }
 
@@ -423,4 +466,74 @@ Test (quota, a_corrupt_state_file_fails_closed)
   nsbox_config_free (c);
   snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
   cr_expect_eq (system (cmd), 0);
+}
+
+/* The launcher reads a sandbox's process tree (supervise.c) when no cgroup
+ * counts its CPU. The sandbox makes the tree as deep as it likes: the walk
+ * must not recurse per level. Here it runs on a 256 KiB stack over a chain
+ * of CHAIN processes (the test's own), which a walk with a frame of a few
+ * KiB per level could not survive; the chain's CPU is counted. */
+struct walk
+{
+  pid_t top;
+  uint64_t usec;
+};
+
+static void *
+walk_tree (void *arg)
+{
+  struct walk *w = arg;
+  w->usec = nsbox_tree_cpu_usec (w->top);
+  return NULL;
+}
+
+Test (quota, a_process_tree_is_walked_without_recursion, .timeout = 60)
+{
+  enum
+  {
+    CHAIN = 300
+  };
+  int ready[2];
+  cr_assert_eq (pipe (ready), 0);
+  pid_t top = fork ();
+  cr_assert_geq (top, 0);
+  if (top == 0)
+    {
+      close (ready[0]);
+      setpgid (0, 0); /* the whole chain in one group, killed at once */
+      for (int depth = 0; depth < CHAIN; depth++)
+        {
+          pid_t child = fork ();
+          if (child < 0)
+            _exit (1);
+          if (child > 0)
+            {
+              waitpid (child, NULL, 0);
+              _exit (0);
+            }
+        }
+      /* The deepest one burns a little CPU, then says the chain is whole. */
+      for (volatile unsigned long i = 0; i < 200000000UL; i++)
+        ;
+      (void)!write (ready[1], "x", 1);
+      pause ();
+      _exit (0);
+    }
+  close (ready[1]);
+  char x;
+  cr_assert_eq (read (ready[0], &x, 1), 1, "the chain was not built");
+  close (ready[0]);
+  pthread_attr_t attr;
+  pthread_attr_init (&attr);
+  pthread_attr_setstacksize (&attr, 256 * 1024);
+  struct walk w = { top, 0 };
+  pthread_t thread;
+  cr_assert_eq (pthread_create (&thread, &attr, walk_tree, &w), 0);
+  pthread_join (thread, NULL);
+  pthread_attr_destroy (&attr);
+  cr_expect_neq (w.usec, UINT64_MAX);
+  cr_expect_gt (w.usec, 50000, "the deepest process's CPU was not counted: %llu us",
+                (unsigned long long)w.usec);
+  kill (-top, SIGKILL);
+  waitpid (top, NULL, 0);
 }
