@@ -257,13 +257,32 @@ Test (quota, serve_answers_429_with_retry_after_and_the_refusal, .timeout = 120)
   st = serve_http (s.socket, "POST", "/v1/runs", plain, strlen (plain), header, &answer, NULL);
   cr_assert (st == 200 && strstr (answer, "served\\n"), "%ld %s", st, answer);
   free (answer);
-  /* nsbox run --server: the refusal's exit status and text. */
+  /* nsbox run --server (as the launchers' user): the refusal's exit status
+   * and text. */
   struct run_out out;
-  const char *const session[] = { "--session", "s429", NULL };
+  const char *const session[] = { "--session", "s429-cli", NULL };
+  for (int i = 0; i < 2; i++)
+    {
+      serve_run (&s, "print('served')\n", session, &out);
+      RUN_ASSERT (&out, ran (&out, "served"), "run %d must be admitted", i + 1);
+      run_out_free (&out);
+    }
   serve_run (&s, "print('served')\n", session, &out);
   RUN_ASSERT (&out, refused_by (&out, "runs-per-minute", "served"),
               "nsbox run --server must report the refusal");
   run_out_free (&out);
+  /* The same session named by another uid is that uid's own: this process
+   * (root) is another uid than the launchers' in the unprivileged passes. */
+  bool drop = false;
+  uid_t uid;
+  gid_t gid;
+  harness_test_ids (&drop, &uid, &gid);
+  static const char cli_session[] = "{\"code\":\"print('served')\",\"session\":\"s429-cli\"}";
+  st = serve_http (s.socket, "POST", "/v1/runs", cli_session, strlen (cli_session), NULL, &answer,
+                   NULL);
+  cr_assert_eq (st, drop ? 200 : 429, "uid %u naming uid %u's spent session: %ld %s",
+                (unsigned)getuid (), (unsigned)uid, st, answer);
+  free (answer);
   st = serve_http (s.socket, "GET", "/metrics", NULL, 0, NULL, &answer, NULL);
   cr_assert (st == 200 && strstr (answer, "outcome=\"refused\""), "%s", answer);
   free (answer);
