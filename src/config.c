@@ -882,12 +882,13 @@ strdup_or_null (const char *text, bool *failed)
 int
 nsbox_config_set_image_digest (nsbox_config *config, const char *digest, struct nsbox_error **err)
 {
-  char *copy = NULL;
-  if (digest && !(copy = strdup (digest)))
-    return nsbox_error_oom (err);
-  free (config->image_digest);
-  config->image_digest = copy;
-  return 0;
+  return replace_string (&config->image_digest, digest ? digest : "", true, err);
+}
+
+int
+nsbox_config_set_quota_state (nsbox_config *config, const char *dir, struct nsbox_error **err)
+{
+  return replace_string (&config->quota_state_dir, dir ? dir : "", true, err);
 }
 
 int

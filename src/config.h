@@ -86,6 +86,11 @@ int nsbox_config_set_base_env (nsbox_config *config, const char *const *env, siz
 int nsbox_config_set_image_digest (nsbox_config *config, const char *digest,
                                    struct nsbox_error **err) NSBOX_INTERNAL;
 
+/* Internal to the CLI: separate invocations share the quota accounting
+ * through state files in dir (`<store>/quota`; NULL: this process). */
+int nsbox_config_set_quota_state (nsbox_config *config, const char *dir,
+                                  struct nsbox_error **err) NSBOX_INTERNAL;
+
 /* Deep copy (used by nsbox_run to take a stable snapshot). */
 nsbox_config *nsbox_config_dup (const nsbox_config *config,
                                 struct nsbox_error **err) NSBOX_INTERNAL;

@@ -134,9 +134,5 @@ int nsbox_quota_admit (const nsbox_config *c, const char *session, uint64_t time
                        struct nsbox_quota_ticket *ticket, nsbox_result **refused,
                        struct nsbox_error **err) NSBOX_INTERNAL;
 
-/* Internal to the CLI: separate invocations share the accounting through
- * state files under `<store>/quota` (NULL: this process). */
-int nsbox_config_set_quota_state (nsbox_config *config, const char *dir,
-                                  struct nsbox_error **err) NSBOX_INTERNAL;
 
 #endif

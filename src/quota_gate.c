@@ -44,17 +44,6 @@ nsbox_quota_configured (const nsbox_config *c)
   return c->quota_runs_per_minute || c->quota_concurrent || c->quota_cpu_ms || c->quota_wall_ms;
 }
 
-int
-nsbox_config_set_quota_state (nsbox_config *config, const char *dir, struct nsbox_error **err)
-{
-  char *copy = NULL;
-  if (dir && !(copy = strdup (dir)))
-    return nsbox_error_oom (err);
-  free (config->quota_state_dir);
-  config->quota_state_dir = copy;
-  return 0;
-}
-
 static struct nsbox_quota_limits
 limits_of (const nsbox_config *c)
 {
