@@ -269,19 +269,13 @@ check_userns (struct report *r, struct probe p)
       add (r, "user namespaces", FAILING, fix, "%s failed: %s (%s)", steps[p.step],
            strerror (p.error), settings);
     }
-  char proc_opts[512] = "", shm_opts[512] = "";
   struct statfs sf;
-  if (statfs ("/dev/shm", &sf) == 0)
-    snprintf (shm_opts, sizeof shm_opts, "; /dev/shm is %s",
-              sf.f_type == TMPFS_MAGIC ? "a tmpfs" : "not a tmpfs");
+  const char *shm = statfs ("/dev/shm", &sf) < 0 ? ""
+                    : sf.f_type == TMPFS_MAGIC   ? "; /dev/shm is a tmpfs"
+                                                 : "; /dev/shm is not a tmpfs";
   if (p.step == STEP_NONE)
-    {
-      snprintf (proc_opts, sizeof proc_opts,
-                "a fresh proc mounts in a new PID namespace%s "
-                "(the sandbox mounts its own of both)",
-                shm_opts);
-      add (r, "/proc", OK, NULL, "%s", proc_opts);
-    }
+    add (r, "/proc", OK, NULL,
+         "a fresh proc mounts in a new PID namespace%s (the sandbox mounts its own of both)", shm);
   else if (p.step == STEP_PROC)
     {
       cleanup_free char *covered = proc_overmounts ();

@@ -134,5 +134,4 @@ int nsbox_quota_admit (const nsbox_config *c, const char *session, uint64_t time
                        struct nsbox_quota_ticket *ticket, nsbox_result **refused,
                        struct nsbox_error **err) NSBOX_INTERNAL;
 
-
 #endif
