@@ -443,7 +443,7 @@ check_store (struct report *r, const nsbox_config *c)
     add (r, "store", DEGRADED, "make the store writable, or set --store / NSBOX_STORE",
          "%s%s: not writable by uid %u (images cannot be pulled)", store,
          exists ? "" : " (missing)", (unsigned)geteuid ());
-  else if (free_mib < 1024)
+  else if (free_mib < 512)
     add (r, "store", DEGRADED, "free space where the store is, or set --store / NSBOX_STORE",
          "%s: %llu MiB free (an image needs about 150 MiB, a pull twice that)", store, free_mib);
   else

@@ -198,10 +198,8 @@ doctor_report (int *status, json_t **limits)
   run_nsbox_spawn ("doctor", true, args, false, &job);
   struct run_out out;
   run_cli_wait (&job, NULL, 0, &out);
-  size_t len = 0;
-  const char *text = run_stdout (&out, &len);
   json_error_t jerr;
-  json_t *report = json_loadb (text, len, 0, &jerr);
+  json_t *report = json_loadb (out.out, out.out_len, 0, &jerr);
   RUN_ASSERT (&out, json_is_object (report), "nsbox doctor --json printed no JSON object");
   *status = out.exit_status;
   run_out_free (&out);
