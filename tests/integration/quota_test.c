@@ -306,11 +306,15 @@ traced_run (const char *const *args, bool *namespaces)
   if (drop)
     snprintf (who, sizeof who, "setpriv --reuid=%u --regid=%u --clear-groups ", (unsigned)uid,
               (unsigned)gid);
+  /* LeakSanitizer cannot run under ptrace: a sanitizer build's leak check
+   * is off for the traced launcher (the untraced passes keep it). */
+  const char *asan = getenv ("ASAN_OPTIONS");
   char cmd[8192];
   int n = snprintf (cmd, sizeof cmd,
-                    "printf 'print(1)' | %sstrace -f -qq -e trace=clone,clone3,unshare -o '%s' "
-                    "'%s' run --rootfs '%s'",
-                    who, trace, harness_nsbox_bin (), harness_rootfs ());
+                    "printf 'print(1)' | env ASAN_OPTIONS='%s%sdetect_leaks=0' %sstrace -f -qq -e "
+                    "trace=clone,clone3,unshare -o '%s' '%s' run --rootfs '%s'",
+                    asan ? asan : "", asan && *asan ? ":" : "", who, trace, harness_nsbox_bin (),
+                    harness_rootfs ());
   for (size_t i = 0; args[i] && n > 0 && (size_t)n < sizeof cmd - 256; i++)
     n += snprintf (cmd + n, sizeof cmd - (size_t)n, " '%s'", args[i]);
   snprintf (cmd + n, sizeof cmd - (size_t)n, " >/dev/null 2>&1");
