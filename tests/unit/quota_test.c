@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -501,8 +502,12 @@ Test (quota, a_process_tree_is_walked_without_recursion, .timeout = 60)
     {
       close (ready[0]);
       setpgid (0, 0); /* the whole chain in one group, killed at once */
+      prctl (PR_SET_PDEATHSIG, SIGKILL);
+      /* Each dies with its parent: a walk that crashes the test's worker
+       * must not leave the chain behind. */
       for (int depth = 0; depth < CHAIN; depth++)
         {
+          pid_t parent = getpid ();
           pid_t child = fork ();
           if (child < 0)
             _exit (1);
@@ -511,11 +516,14 @@ Test (quota, a_process_tree_is_walked_without_recursion, .timeout = 60)
               waitpid (child, NULL, 0);
               _exit (0);
             }
+          if (prctl (PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid () != parent)
+            _exit (1);
         }
       /* The deepest one burns a little CPU, then says the chain is whole. */
       for (volatile unsigned long i = 0; i < 200000000UL; i++)
         ;
       (void)!write (ready[1], "x", 1);
+      close (ready[1]);
       pause ();
       _exit (0);
     }
