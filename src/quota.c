@@ -79,6 +79,18 @@ adopt_window (struct nsbox_quota_session *s, uint64_t window_ms, uint64_t now_ms
     }
 }
 
+bool
+nsbox_quota_idle (const struct nsbox_quota_session *s, uint64_t now_ms)
+{
+  if (s->n_flights || s->tat_us > now_ms * 1000)
+    return false;
+  uint64_t now_epoch = now_ms / bucket_ms (s->window_ms);
+  for (size_t i = 0; i < NSBOX_QUOTA_BUCKETS; i++)
+    if (bucket_live (s->buckets[i].epoch, now_epoch))
+      return false;
+  return true;
+}
+
 static uint64_t
 window_used (const struct nsbox_quota_session *s, uint64_t now_epoch, bool cpu)
 {

@@ -85,6 +85,10 @@ int nsbox_quota_decide (struct nsbox_quota_session *s, const struct nsbox_quota_
 void nsbox_quota_settle (struct nsbox_quota_session *s, uint64_t id, uint64_t now_ms,
                          uint64_t cpu_ms, uint64_t wall_ms) NSBOX_INTERNAL;
 
+/* Nothing left to remember at now_ms: no run in flight, a full token
+ * bucket, an empty window (the process's table forgets such a session). */
+bool nsbox_quota_idle (const struct nsbox_quota_session *s, uint64_t now_ms) NSBOX_INTERNAL;
+
 /* The state file's text and back (-EBADMSG naming the line). */
 char *nsbox_quota_format (const struct nsbox_quota_session *s) NSBOX_INTERNAL;
 int nsbox_quota_parse (const char *text, struct nsbox_quota_session *s,

@@ -122,27 +122,13 @@ table_register_atfork (void)
   pthread_atfork (table_prepare, table_release, table_release);
 }
 
-/* Nothing left to remember: no flight, a full token bucket, an empty
- * window. */
-static bool
-forgettable (const struct nsbox_quota_session *s, uint64_t now_ms)
-{
-  if (s->n_flights || s->tat_us > now_ms * 1000)
-    return false;
-  uint64_t len = s->window_ms / NSBOX_QUOTA_BUCKETS, now_epoch = len ? now_ms / len : 0;
-  for (size_t i = 0; i < NSBOX_QUOTA_BUCKETS; i++)
-    if (s->buckets[i].epoch && s->buckets[i].epoch + NSBOX_QUOTA_BUCKETS > now_epoch)
-      return false;
-  return true;
-}
-
 static void
 table_sweep (uint64_t now_ms)
 {
   for (struct table_entry **link = &table; *link;)
     {
       struct table_entry *e = *link;
-      if (forgettable (&e->s, now_ms))
+      if (nsbox_quota_idle (&e->s, now_ms))
         {
           *link = e->next;
           free (e->key);
@@ -199,7 +185,7 @@ enter_process (const struct nsbox_quota_limits *l, struct nsbox_quota_ticket *t,
   int ret = e ? nsbox_quota_decide (&e->s, l, now, flight, &refusal->kind, &refusal->retry_after_ms,
                                     err)
               : -EAGAIN;
-  if (e && ret < 0 && forgettable (&e->s, now))
+  if (e && ret < 0 && nsbox_quota_idle (&e->s, now))
     table_sweep (now);
   pthread_mutex_unlock (&table_lock);
   return ret;
