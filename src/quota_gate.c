@@ -52,7 +52,7 @@ limits_of (const nsbox_config *c)
     .concurrent = c->quota_concurrent,
     .cpu_ms = c->quota_cpu_ms,
     .wall_ms = c->quota_wall_ms,
-    .window_ms = c->quota_window_ms ? c->quota_window_ms : 60 * 60 * 1000,
+    .window_ms = c->quota_window_ms,
   };
 }
 
