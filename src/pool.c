@@ -271,26 +271,28 @@ nsbox_run_options_new (struct nsbox_error **err)
   return o;
 }
 
+/* *field becomes a copy of value (NULL: unset); -ENOMEM leaves it. */
+static int
+replace_option (char **field, const char *value)
+{
+  char *copy = value ? strdup (value) : NULL;
+  if (value && !copy)
+    return -ENOMEM;
+  free (*field);
+  *field = copy;
+  return 0;
+}
+
 int
 nsbox_run_options_set_client (nsbox_run_options *options, const char *client)
 {
-  char *copy = client ? strdup (client) : NULL;
-  if (client && !copy)
-    return -ENOMEM;
-  free (options->client);
-  options->client = copy;
-  return 0;
+  return replace_option (&options->client, client);
 }
 
 int
 nsbox_run_options_set_quota_scope (nsbox_run_options *options, const char *scope)
 {
-  char *copy = scope ? strdup (scope) : NULL;
-  if (scope && !copy)
-    return -ENOMEM;
-  free (options->quota_scope);
-  options->quota_scope = copy;
-  return 0;
+  return replace_option (&options->quota_scope, scope);
 }
 
 void
@@ -366,12 +368,7 @@ nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
                                 "invalid value for key 'session': expected 1 to %d letters, "
                                 "digits and ._:@+=/-",
                                 NSBOX_SESSION_MAX);
-      char *copy = strdup (value);
-      if (!copy)
-        return nsbox_error_oom (err);
-      free (o->session);
-      o->session = copy;
-      return 0;
+      return replace_option (&o->session, value) < 0 ? nsbox_error_oom (err) : 0;
     }
   if (strcmp (key, "output-dir") == 0)
     {
@@ -379,12 +376,7 @@ nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
         return nsbox_error_set (err, EINVAL,
                                 "invalid value '' for key 'output-dir': expected "
                                 "a directory");
-      char *copy = strdup (value);
-      if (!copy)
-        return nsbox_error_oom (err);
-      free (o->output_dir);
-      o->output_dir = copy;
-      return 0;
+      return replace_option (&o->output_dir, value) < 0 ? nsbox_error_oom (err) : 0;
     }
   if (strcmp (key, "audit-log") == 0 || strcmp (key, "audit-code") == 0)
     return nsbox_error_set (err, EINVAL,
