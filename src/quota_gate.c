@@ -280,21 +280,13 @@ load_state (int dir_fd, const char *name, const char *dir, struct nsbox_quota_se
                             "quota: state file '%s/%s' is not a regular file of uid %u under "
                             "1 MiB; remove it to reset the session's accounting",
                             dir, name, (unsigned)geteuid ());
-  cleanup_free char *text = malloc ((size_t)st.st_size + 1);
-  if (!text)
-    return nsbox_error_oom (err);
+  cleanup_free char *path = xasprintf ("%s/%s", dir, name);
+  cleanup_free char *text = NULL;
   size_t got = 0;
-  while (got < (size_t)st.st_size)
-    {
-      ssize_t n = read (fd, text + got, (size_t)st.st_size - got);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return nsbox_error_sys (err, n < 0 ? errno : EIO, "quota: read state file '%s/%s'", dir,
-                                name);
-      got += (size_t)n;
-    }
-  text[got] = '\0';
+  int ret = path ? nsbox_read_fd (fd, STATE_MAX, "quota state file", path, &text, &got, err)
+                 : nsbox_error_oom (err);
+  if (ret < 0)
+    return ret;
   if (strlen (text) != got || nsbox_quota_parse (text, s, err) < 0)
     {
       if (strlen (text) != got)

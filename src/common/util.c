@@ -100,6 +100,13 @@ nsbox_read_file (const char *path, size_t max, const char *what, char **data, si
   cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
     return nsbox_error_sys (err, errno, "open %s '%s'", what, path);
+  return nsbox_read_fd (fd, max, what, path, data, len, err);
+}
+
+int
+nsbox_read_fd (int fd, size_t max, const char *what, const char *path, char **data, size_t *len,
+               struct nsbox_error **err)
+{
   struct stat st;
   if (fstat (fd, &st) < 0)
     return nsbox_error_sys (err, errno, "stat %s '%s'", what, path);

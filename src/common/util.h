@@ -115,6 +115,10 @@ int nsbox_read_small (const char *path, char *buf, size_t size) NSBOX_INTERNAL;
 int nsbox_read_file (const char *path, size_t max, const char *what, char **data, size_t *len,
                      struct nsbox_error **err) NSBOX_INTERNAL;
 
+/* The same for a file already open as fd (path names it in the messages). */
+int nsbox_read_fd (int fd, size_t max, const char *what, const char *path, char **data, size_t *len,
+                   struct nsbox_error **err) NSBOX_INTERNAL;
+
 /* Fields first..first+n-1 (numbered as in proc(5)) of a /proc/PID/stat
  * file into out; false unless all are there. */
 bool nsbox_proc_stat_fields (const char *path, int first, int n, uint64_t *out) NSBOX_INTERNAL;
