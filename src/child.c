@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -161,6 +163,46 @@ nsbox_child_reset_signals (void)
  * clone3: the filter may already be installed, and answers clone3 with
  * ENOSYS. With only flags set, the argument order of clone is the same on
  * every architecture. */
+void
+nsbox_child_send_fd (char tag, int fd, int step, const char *detail)
+{
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int))];
+    struct cmsghdr align;
+  } control;
+  memset (&control, 0, sizeof control);
+  struct iovec iov = { &tag, 1 };
+  struct msghdr msg;
+  memset (&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN (sizeof (int));
+  memcpy (CMSG_DATA (cm), &fd, sizeof fd);
+  /* The kernel refuses to pass an fd when the sending user already has more
+   * in flight than the sender's soft NOFILE limit, and every sandbox of a
+   * launcher's user shares that count: a program holding thousands in
+   * flight (up to its own limit, 4096, plus one message) must not stop
+   * other sandboxes from starting. init's limits are set again later. */
+  struct rlimit nofile;
+  if (getrlimit (RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max)
+    {
+      nofile.rlim_cur = nofile.rlim_max;
+      setrlimit (RLIMIT_NOFILE, &nofile);
+    }
+  ssize_t n;
+  do
+    n = sendmsg (NSBOX_CHILD_SYNC_FD, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != 1)
+    nsbox_child_fail (step, n < 0 ? errno : EPROTO, detail);
+}
+
 pid_t
 nsbox_child_fork (void)
 {

@@ -47,6 +47,10 @@ void nsbox_child_rearm_parent_death (void) NSBOX_INTERNAL;
 /* Default dispositions for every signal and an empty signal mask. */
 void nsbox_child_reset_signals (void) NSBOX_INTERNAL;
 
+/* Sends `fd` to the launcher on the sync channel, in a message of the one
+ * byte `tag`; fails `step` (with `detail`) when it cannot. */
+void nsbox_child_send_fd (char tag, int fd, int step, const char *detail) NSBOX_INTERNAL;
+
 /* fork without glibc's fork handlers. */
 pid_t nsbox_child_fork (void) NSBOX_INTERNAL;
 

@@ -13,6 +13,7 @@
  *    value, carry the same text as nsbox_config_set. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "config_keys.h"
+#include "egress.h"
 #include "error.h"
 #include "files.h"
 #include "quota.h"
@@ -295,14 +297,8 @@ static int
 set_network (nsbox_config *config, const struct config_key *key, const char *value,
              struct nsbox_error **err)
 {
-  if (strcmp (value, "none") != 0)
-    {
-      char shown[SHOWN_SIZE];
-      nsbox_config_show_value (value, shown, sizeof shown);
-      return nsbox_error_set (err, EINVAL,
-                              "unsupported value for '%s': '%s' (only 'none' is supported today)",
-                              key->name, shown);
-    }
+  if (strcmp (value, "none") != 0 && strcmp (value, "proxy") != 0)
+    return invalid_value (err, key->name, value, key->expected);
   return replace_string (&config->network, value, false, err);
 }
 
@@ -688,6 +684,191 @@ get_quota_window (const nsbox_config *config)
   return nsbox_format_duration (config->quota_window_ms);
 }
 
+/* network: proxy. Lists: each use adds one entry, an empty value clears. */
+static int
+add_egress_entry (char ***list, size_t *len, const struct config_key *key, const char *value,
+                  const char *normalised, const char *why, struct nsbox_error **err)
+{
+  if (why)
+    {
+      char shown[SHOWN_SIZE];
+      nsbox_config_show_value (value, shown, sizeof shown);
+      return nsbox_error_set (err, EINVAL, "invalid value for '%s': '%s': %s (expected %s)",
+                              key->name, shown, why, key->expected);
+    }
+  for (size_t i = 0; i < *len; i++)
+    if (strcmp ((*list)[i], normalised) == 0)
+      return 0;
+  if (*len >= NSBOX_EGRESS_LIST_MAX)
+    return nsbox_error_set (err, EINVAL, "too many entries in '%s' (at most %d)", key->name,
+                            NSBOX_EGRESS_LIST_MAX);
+  if (nsbox_strv_append (list, len, strdup (normalised)) < 0)
+    return nsbox_error_oom (err);
+  return 0;
+}
+
+static void
+clear_list (char ***list, size_t *len)
+{
+  nsbox_strv_free (TAKE_PTR (*list));
+  *len = 0;
+}
+
+static int
+set_egress_allow (nsbox_config *config, const struct config_key *key, const char *value,
+                  struct nsbox_error **err)
+{
+  if (*value == '\0')
+    {
+      clear_list (&config->egress_allow, &config->egress_allow_len);
+      return 0;
+    }
+  char pattern[NSBOX_EGRESS_HOST_MAX + 3];
+  const char *why = nsbox_egress_pattern_normalize (value, pattern);
+  return add_egress_entry (&config->egress_allow, &config->egress_allow_len, key, value, pattern,
+                           why, err);
+}
+
+static char *
+get_egress_allow (const nsbox_config *config)
+{
+  return format_string_list (config->egress_allow, config->egress_allow_len);
+}
+
+/* A name is pinned to one address: a second pin of it replaces the first. */
+static int
+set_egress_resolve (nsbox_config *config, const struct config_key *key, const char *value,
+                    struct nsbox_error **err)
+{
+  if (*value == '\0')
+    {
+      clear_list (&config->egress_resolve, &config->egress_resolve_len);
+      return 0;
+    }
+  char name[NSBOX_EGRESS_HOST_MAX + 1], shown[INET6_ADDRSTRLEN];
+  struct sockaddr_storage address;
+  const char *why = nsbox_egress_pin_parse (value, name, &address);
+  cleanup_free char *entry = NULL;
+  if (!why)
+    {
+      const void *raw = address.ss_family == AF_INET
+                            ? (const void *)&((struct sockaddr_in *)&address)->sin_addr
+                            : (const void *)&((struct sockaddr_in6 *)&address)->sin6_addr;
+      inet_ntop (address.ss_family, raw, shown, sizeof shown);
+      if (!(entry = xasprintf ("%s=%s", name, shown)))
+        return nsbox_error_oom (err);
+      size_t nl = strlen (name) + 1;
+      for (size_t i = 0; i < config->egress_resolve_len; i++)
+        if (strncmp (config->egress_resolve[i], entry, nl) == 0)
+          {
+            free (config->egress_resolve[i]);
+            config->egress_resolve[i] = TAKE_PTR (entry);
+            return 0;
+          }
+    }
+  return add_egress_entry (&config->egress_resolve, &config->egress_resolve_len, key, value, entry,
+                           why, err);
+}
+
+static char *
+get_egress_resolve (const nsbox_config *config)
+{
+  return format_string_list (config->egress_resolve, config->egress_resolve_len);
+}
+
+static int
+set_egress_ports (nsbox_config *config, const struct config_key *key, const char *value,
+                  struct nsbox_error **err)
+{
+  if (*value == '\0')
+    {
+      config->egress_ports_len = 0;
+      return 0;
+    }
+  uint64_t port;
+  if (nsbox_parse_count (value, &port) < 0 || port < 1 || port > 65535)
+    return invalid_value (err, key->name, value, key->expected);
+  for (size_t i = 0; i < config->egress_ports_len; i++)
+    if (config->egress_ports[i] == port)
+      return 0;
+  if (config->egress_ports_len >= NSBOX_EGRESS_PORTS_MAX)
+    return nsbox_error_set (err, EINVAL, "too many entries in '%s' (at most %d)", key->name,
+                            NSBOX_EGRESS_PORTS_MAX);
+  config->egress_ports[config->egress_ports_len++] = (uint16_t)port;
+  return 0;
+}
+
+static char *
+get_egress_ports (const nsbox_config *config)
+{
+  static const uint16_t dflt[] = { 80, 443 };
+  const uint16_t *ports = config->egress_ports_len ? config->egress_ports : dflt;
+  size_t n = config->egress_ports_len ? config->egress_ports_len : ARRAY_SIZE (dflt);
+  char *text = strdup ("[");
+  for (size_t i = 0; text && i < n; i++)
+    {
+      char *next = xasprintf ("%s%s%u", text, i ? ", " : "", (unsigned)ports[i]);
+      free (text);
+      text = next;
+    }
+  char *done = text ? xasprintf ("%s]", text) : NULL;
+  free (text);
+  return done;
+}
+
+static int
+set_egress_connections (nsbox_config *config, const struct config_key *key, const char *value,
+                        struct nsbox_error **err)
+{
+  return set_uint64 (&config->egress_connections, key, value, nsbox_parse_count, 1, 1000000, err);
+}
+
+static char *
+get_egress_connections (const nsbox_config *config)
+{
+  return xasprintf ("%" PRIu64, config->egress_connections);
+}
+
+static int
+set_egress_concurrent (nsbox_config *config, const struct config_key *key, const char *value,
+                       struct nsbox_error **err)
+{
+  return set_uint64 (&config->egress_concurrent, key, value, nsbox_parse_count, 1, 1024, err);
+}
+
+static char *
+get_egress_concurrent (const nsbox_config *config)
+{
+  return xasprintf ("%" PRIu64, config->egress_concurrent);
+}
+
+static int
+set_egress_bytes (nsbox_config *config, const struct config_key *key, const char *value,
+                  struct nsbox_error **err)
+{
+  return set_uint64 (&config->egress_bytes, key, value, nsbox_parse_size, 1, UINT64_MAX, err);
+}
+
+static char *
+get_egress_bytes (const nsbox_config *config)
+{
+  return nsbox_format_size (config->egress_bytes);
+}
+
+static int
+set_egress_idle_timeout (nsbox_config *config, const struct config_key *key, const char *value,
+                         struct nsbox_error **err)
+{
+  return set_uint64 (&config->egress_idle_ms, key, value, nsbox_parse_duration, 1, TIMEOUT_MAX_MS,
+                     err);
+}
+
+static char *
+get_egress_idle_timeout (const nsbox_config *config)
+{
+  return nsbox_format_duration (config->egress_idle_ms);
+}
+
 /* The one table of keys: (identifier, name, flags, YAML loader, help for the
  * CLI, what a valid value looks like). Setter and getter are set_<id> and
  * get_<id>. */
@@ -719,7 +900,30 @@ get_quota_window (const nsbox_config *config)
   X (tmp_size, "tmp-size", 0, nsbox_config_load_scalar,                                            \
      "size of the writable tmpfs at /tmp (default 64m)", "a size such as 64m")                     \
   X (network, "network", 0, nsbox_config_load_scalar,                                              \
-     "network mode, only none today (default none)", "none")                                       \
+     "none: loopback only; proxy: only through the launcher's egress proxy (default none)",        \
+     "none or proxy")                                                                              \
+  X (egress_allow, "egress-allow", KEY_REPEATABLE | KEY_NULLABLE, nsbox_config_load_list,          \
+     "network proxy: a host name, or *.name for the names below it, the sandbox may reach, "       \
+     "repeatable",                                                                                 \
+     "a host name such as pypi.org or *.example.com, never an IP address")                         \
+  X (egress_resolve, "egress-resolve", KEY_REPEATABLE | KEY_NULLABLE, nsbox_config_load_list,      \
+     "network proxy: NAME=ADDRESS pins an allowed name to an address (the only way to a private "  \
+     "one), repeatable",                                                                           \
+     "NAME=ADDRESS such as mirror.internal=10.1.2.3")                                              \
+  X (egress_ports, "egress-ports", KEY_REPEATABLE | KEY_NULLABLE, nsbox_config_load_list,          \
+     "network proxy: a port the proxy connects to, repeatable (default 80 and 443)",               \
+     "a port from 1 to 65535")                                                                     \
+  X (egress_connections, "egress-connections", 0, nsbox_config_load_scalar,                        \
+     "network proxy: connections a run may open in all (default 64)",                              \
+     "a whole number from 1 to 1000000")                                                           \
+  X (egress_concurrent, "egress-concurrent", 0, nsbox_config_load_scalar,                          \
+     "network proxy: connections open at once (default 8)", "a whole number from 1 to 1024")       \
+  X (egress_bytes, "egress-bytes", 0, nsbox_config_load_scalar,                                    \
+     "network proxy: bytes a run may send, and receive, in all (default 256m)",                    \
+     "a size such as 256m")                                                                        \
+  X (egress_idle_timeout, "egress-idle-timeout", 0, nsbox_config_load_scalar,                      \
+     "network proxy: a connection with no bytes either way this long is closed (default 30s)",     \
+     "a duration such as 30s, at most 24h")                                                        \
   X (user, "user", 0, nsbox_config_load_scalar,                                                    \
      "uid:gid inside the sandbox (default 65534:65534)",                                           \
      "uid:gid or uid, numbers from 0 to 4294967294")                                               \
@@ -822,6 +1026,8 @@ nsbox_config_free (nsbox_config *config)
   nsbox_strv_free (config->env);
   nsbox_strv_free (config->command);
   nsbox_strv_free (config->inputs);
+  nsbox_strv_free (config->egress_allow);
+  nsbox_strv_free (config->egress_resolve);
   free (config->output_dir);
   free (config->seccomp_policy);
   free (config->store);
@@ -856,6 +1062,10 @@ nsbox_config_new (struct nsbox_error **err)
   config->gid = 65534;
   config->strict = false;
   config->quota_window_ms = 60 * 60 * 1000;
+  config->egress_connections = 64;
+  config->egress_concurrent = 8;
+  config->egress_bytes = 256ULL << 20;
+  config->egress_idle_ms = 30 * 1000;
   config->image = strdup ("python:3.12-slim");
   config->network = strdup ("none");
   config->env = nsbox_strv_dup (default_env, ARRAY_SIZE (default_env));
@@ -933,6 +1143,16 @@ nsbox_config_dup (const nsbox_config *config, struct nsbox_error **err)
   copy->inputs = NULL;
   if (config->inputs
       && !(copy->inputs = nsbox_strv_dup ((const char *const *)config->inputs, config->inputs_len)))
+    failed = true;
+  copy->egress_allow = NULL;
+  if (config->egress_allow
+      && !(copy->egress_allow
+           = nsbox_strv_dup ((const char *const *)config->egress_allow, config->egress_allow_len)))
+    failed = true;
+  copy->egress_resolve = NULL;
+  if (config->egress_resolve
+      && !(copy->egress_resolve = nsbox_strv_dup ((const char *const *)config->egress_resolve,
+                                                  config->egress_resolve_len)))
     failed = true;
   copy->base_env = NULL;
   if (config->base_env

@@ -14,6 +14,9 @@
 #include "units.h"
 #include "util.h"
 
+#define NSBOX_EGRESS_PORTS_MAX 32
+#define NSBOX_EGRESS_LIST_MAX 256
+
 enum nsbox_runtime
 {
   NSBOX_RUNTIME_NATIVE = 0,
@@ -32,8 +35,19 @@ struct nsbox_config
   uint64_t pids_limit;       /* > 0 */
   uint64_t max_output_bytes; /* per stream */
   uint64_t tmp_size_bytes;   /* > 0 */
-  char *network;             /* "none" */
-  uid_t uid;                 /* inside the sandbox */
+  char *network;             /* "none" or "proxy" */
+  /* network: proxy (egress.h). Patterns and pins are kept normalised. */
+  char **egress_allow; /* "name" or "*.name" */
+  size_t egress_allow_len;
+  char **egress_resolve; /* "name=address" */
+  size_t egress_resolve_len;
+  uint16_t egress_ports[NSBOX_EGRESS_PORTS_MAX]; /* CONNECT and http:// ports allowed */
+  size_t egress_ports_len;                       /* 0: the default, 80 and 443 */
+  uint64_t egress_connections;                   /* per run, > 0 */
+  uint64_t egress_concurrent;                    /* at once, > 0 */
+  uint64_t egress_bytes;                         /* per run, each way, > 0 */
+  uint64_t egress_idle_ms;                       /* > 0 */
+  uid_t uid;                                     /* inside the sandbox */
   gid_t gid;
   char **env; /* "NAME=VALUE", NULL-terminated, unique names */
   size_t env_len;

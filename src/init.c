@@ -214,6 +214,8 @@ nsbox_child_main (const struct nsbox_plan *plan)
   if (sethostname ("nsbox", 5) < 0)
     nsbox_child_fail (NSBOX_STEP_HOSTNAME, errno, "nsbox");
   nsbox_net_loopback_up ();
+  if (plan->egress)
+    nsbox_net_egress_listen ();
   struct nsbox_limits_msg lim;
   receive_limits (&lim);
   /* After joining the v1 cgroups: they become the namespace's root. */

@@ -90,42 +90,7 @@ send_tmp (void)
   int fd = open ("tmp", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     nsbox_child_fail (NSBOX_STEP_TMP_OUT, errno, "/tmp");
-  union
-  {
-    char buf[CMSG_SPACE (sizeof (int))];
-    struct cmsghdr align;
-  } control;
-  memset (&control, 0, sizeof control);
-  char tag = 't';
-  struct iovec iov = { &tag, 1 };
-  struct msghdr msg;
-  memset (&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN (sizeof (int));
-  memcpy (CMSG_DATA (cm), &fd, sizeof fd);
-  /* The kernel refuses to pass an fd when the sending user already has more
-   * in flight than the sender's soft NOFILE limit, and every sandbox of a
-   * launcher's user shares that count: a program holding thousands in
-   * flight (up to its own limit, 4096, plus one message) must not stop
-   * other sandboxes from starting. init's limits are set again later. */
-  struct rlimit nofile;
-  if (getrlimit (RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max)
-    {
-      nofile.rlim_cur = nofile.rlim_max;
-      setrlimit (RLIMIT_NOFILE, &nofile);
-    }
-  ssize_t n;
-  do
-    n = sendmsg (NSBOX_CHILD_SYNC_FD, &msg, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  if (n != 1)
-    nsbox_child_fail (NSBOX_STEP_TMP_OUT, n < 0 ? errno : EPROTO, "/tmp");
+  nsbox_child_send_fd ('t', fd, NSBOX_STEP_TMP_OUT, "/tmp");
   close (fd);
 }
 

@@ -8,4 +8,11 @@
 /* Child: brings `lo` up; fails through nsbox_child_fail. */
 void nsbox_net_loopback_up (void) NSBOX_INTERNAL;
 
+/* network: proxy. Listens on 127.0.0.1:NSBOX_EGRESS_PORT and sends the
+ * listening socket to the launcher (tag 'l' on the sync channel), whose
+ * proxy accepts every connection; init keeps no copy. The socket is bound
+ * before the program exists, without SO_REUSEPORT: nothing in the sandbox
+ * can take the port. */
+void nsbox_net_egress_listen (void) NSBOX_INTERNAL;
+
 #endif

@@ -46,6 +46,7 @@ static const char *const step_names[NSBOX_STEP_COUNT_] = {
   [NSBOX_STEP_READ_FILTER] = "read seccomp filter",
   [NSBOX_STEP_INPUTS] = "place the inputs in",
   [NSBOX_STEP_TMP_OUT] = "prepare",
+  [NSBOX_STEP_EGRESS] = "listen for the egress proxy on",
 };
 
 const char *

@@ -35,6 +35,7 @@ nsbox_result_free (nsbox_result *result)
       free (result->refused[i].reason);
     }
   free (result->refused);
+  json_decref (result->egress);
   free (result);
 }
 
@@ -532,7 +533,10 @@ nsbox_result_value (const nsbox_result *result)
       || object_add (object, "served", json_string (result->warm ? "warm" : "cold")) < 0
       || object_add (object, "files", files_value (result)) < 0
       || object_add (object, "files_refused", refused_value (result)) < 0
-      || object_add (object, "quota_refusal", quota_refusal_value (result)) < 0)
+      || object_add (object, "quota_refusal", quota_refusal_value (result)) < 0
+      || object_add (object, "egress",
+                     result->egress ? json_deep_copy (result->egress) : json_null ())
+             < 0)
     return NULL;
   return TAKE_PTR (object);
 }

@@ -56,6 +56,8 @@ struct nsbox_result
   const char *quota_refusal;
   char quota_limit[32];
   uint64_t retry_after_ms;
+  /* network: proxy: the egress report (egress.h), a JSON object; or NULL. */
+  struct json_t *egress;
 };
 
 /* The result of a run a quota refused: exit code -1, nothing else. */

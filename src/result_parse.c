@@ -158,6 +158,19 @@ get_quota_refusal (json_t *o, nsbox_result *r, struct nsbox_error **err)
   return get_counter (q, "retry_after_ms", &r->retry_after_ms, err);
 }
 
+/* egress: null (or missing), or the egress report, kept as it came. */
+static int
+get_egress (json_t *o, nsbox_result *r, struct nsbox_error **err)
+{
+  json_t *e = json_object_get (o, "egress");
+  if (!e || json_is_null (e))
+    return 0;
+  if (!json_is_object (e))
+    return bad (err, "egress", "null or an object");
+  r->egress = json_deep_copy (e);
+  return r->egress ? 0 : nsbox_error_oom (err);
+}
+
 static int
 fill (json_t *o, nsbox_result *r, struct nsbox_error **err)
 {
@@ -184,7 +197,8 @@ fill (json_t *o, nsbox_result *r, struct nsbox_error **err)
       || (ret = get_counter (o, "memory_peak_bytes", &r->memory_peak_bytes, err)) < 0
       || (ret = get_counter (o, "timeout_ms", &r->timeout_ms, err)) < 0
       || (ret = get_counter (o, "memory_limit_bytes", &r->memory_limit_bytes, err)) < 0
-      || (ret = get_files (o, r, err)) < 0 || (ret = get_quota_refusal (o, r, err)) < 0)
+      || (ret = get_files (o, r, err)) < 0 || (ret = get_quota_refusal (o, r, err)) < 0
+      || (ret = get_egress (o, r, err)) < 0)
     return ret;
   return get_limits (o, r);
 }

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <jansson.h>
 
 #include "config.h"
 #include "error.h"
@@ -29,6 +30,7 @@
 #include "runsc.h"
 #include "audit.h"
 #include "digest.h"
+#include "egress.h"
 #include "quota.h"
 #include "sandbox.h"
 #include "seccomp.h"
@@ -54,6 +56,9 @@ struct nsbox_launch
   char image_digest[80];                /* the image's manifest digest, or "" */
   struct nsbox_pipes pipes;
   int sync_fd; /* native: the launcher's end, where init's /tmp fd waits */
+  int tmp_fd;  /* init's /tmp, once received (while waiting for the listener) */
+  bool egress; /* network: proxy: init sends the proxy's listener too */
+  struct nsbox_egress *proxy;
   enum nsbox_runtime runtime;
   struct nsbox_runsc_job *job; /* runsc */
   struct nsbox_child child;
@@ -168,6 +173,9 @@ launch_release (struct nsbox_launch *r)
   nsbox_inputs_close (&r->plan.inputs);
   if (r->sync_fd >= 0)
     close (r->sync_fd);
+  if (r->tmp_fd >= 0)
+    close (r->tmp_fd);
+  json_decref (nsbox_egress_stop (r->proxy));
   free (r);
 }
 
@@ -226,13 +234,31 @@ build_env (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox_er
       for (nbase = 0; r->image.env[nbase]; nbase++)
         ;
     }
-  size_t n = 0;
-  r->envp = calloc (nbase + c->env_len + 1, sizeof (char *));
+  size_t n = 0, nproxy = 0;
+  const char *const *proxy = r->egress ? nsbox_egress_env (&nproxy) : NULL;
+  r->envp = calloc (nbase + nproxy + c->env_len + 1, sizeof (char *));
   if (!r->envp)
     return nsbox_error_oom (err);
   for (size_t i = 0; i < nbase; i++)
     if (!env_overridden (c, base[i]) && !(r->envp[n++] = strdup (base[i])))
       return nsbox_error_oom (err);
+  /* network: proxy: the program's HTTP clients go through the proxy, even
+   * where the image's own environment names another. */
+  for (size_t i = 0; i < nproxy; i++)
+    {
+      size_t nl = strcspn (proxy[i], "=") + 1;
+      size_t j = 0;
+      while (j < n && strncmp (r->envp[j], proxy[i], nl) != 0)
+        j++;
+      if (env_overridden (c, proxy[i]))
+        continue;
+      char *entry = strdup (proxy[i]);
+      if (!entry)
+        return nsbox_error_oom (err);
+      if (j < n)
+        free (r->envp[j]);
+      r->envp[j < n ? j : n++] = entry;
+    }
   for (size_t i = 0; i < c->env_len; i++)
     if (!(r->envp[n++] = strdup (c->env[i])))
       return nsbox_error_oom (err);
@@ -300,6 +326,9 @@ prepare_plan (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox
       || (ret = nsbox_inputs_open (c->inputs, c->inputs_len, &r->plan.inputs, err)) < 0)
     return ret;
   r->plan.argv = c->command;
+  r->plan.egress = r->egress;
+  if (r->egress && (ret = nsbox_egress_new (c, &r->proxy, err)) < 0)
+    return ret;
   locate_launcher_strings (&r->plan);
   r->plan.uid = c->uid;
   r->plan.gid = c->gid;
@@ -411,10 +440,10 @@ nsbox_launch_check_files (const nsbox_config *c, enum nsbox_runtime runtime, boo
   return output_dir ? refuse_output_dir (err) : 0;
 }
 
-/* The fd of the sandbox's /tmp that init sent while it built its mounts,
- * or -1. */
+/* An fd init sent on the sync channel, in a message of one tag byte; -1
+ * when none is there (`flags` MSG_DONTWAIT) or anything is wrong. */
 static int
-receive_tmp_fd (int sync_fd)
+receive_fd (int sync_fd, int flags, char *tag_out)
 {
   union
   {
@@ -426,7 +455,8 @@ receive_tmp_fd (int sync_fd)
   struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
   msg.msg_control = control.buf;
   msg.msg_controllen = sizeof control.buf;
-  if (sync_fd < 0 || recvmsg (sync_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+  *tag_out = 0;
+  if (sync_fd < 0 || recvmsg (sync_fd, &msg, flags | MSG_CMSG_CLOEXEC) != 1)
     return -1;
   struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
   if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS
@@ -446,7 +476,25 @@ receive_tmp_fd (int sync_fd)
       close (fd);
       return -1;
     }
-  if (tag != 't' || (msg.msg_flags & MSG_CTRUNC))
+  if (msg.msg_flags & MSG_CTRUNC)
+    {
+      close (fd);
+      return -1;
+    }
+  *tag_out = tag;
+  return fd;
+}
+
+/* The fd of the sandbox's /tmp that init sent while it built its mounts,
+ * or -1. */
+static int
+receive_tmp_fd (struct nsbox_launch *r)
+{
+  if (r->tmp_fd >= 0)
+    return TAKE_FD (r->tmp_fd);
+  char tag;
+  int fd = receive_fd (r->sync_fd, MSG_DONTWAIT, &tag);
+  if (fd >= 0 && tag != 't')
     {
       close (fd);
       return -1;
@@ -454,12 +502,49 @@ receive_tmp_fd (int sync_fd)
   return fd;
 }
 
+/* network: proxy. init sends the listener after /tmp, before it starts the
+ * program: wait for it while init lives, up to the run's timeout. */
+static int
+receive_listener (struct nsbox_launch *r, uint64_t timeout_ms, struct nsbox_error **err)
+{
+  uint64_t deadline = nsbox_now_ms () + timeout_ms;
+  for (;;)
+    {
+      char tag;
+      int fd = receive_fd (r->sync_fd, MSG_DONTWAIT, &tag);
+      if (fd >= 0 && tag == 'l')
+        return fd;
+      if (fd >= 0 && tag == 't' && r->tmp_fd < 0)
+        {
+          r->tmp_fd = fd;
+          continue;
+        }
+      if (fd >= 0)
+        {
+          close (fd);
+          return nsbox_error_set (err, EPROTO, "egress proxy: init sent an unexpected fd");
+        }
+      uint64_t now = nsbox_now_ms ();
+      struct pollfd p[2] = { { r->sync_fd, POLLIN, 0 }, { r->child.pidfd, POLLIN, 0 } };
+      if (now >= deadline)
+        return nsbox_error_set (err, ETIMEDOUT,
+                                "egress proxy: the sandbox's listener did not arrive");
+      int n = poll (p, 2, (int)(deadline - now));
+      if (n < 0 && errno != EINTR)
+        return nsbox_error_sys (err, errno, "egress proxy: wait for the listener");
+      /* init ended or failed a step: the supervision reports why. */
+      if (n > 0 && (p[1].revents || (p[0].revents & (POLLHUP | POLLERR)))
+          && !(p[0].revents & POLLIN))
+        return 0;
+    }
+}
+
 /* After the run, when nothing of the sandbox is left running. */
 static int
 collect_outputs (struct nsbox_launch *r, const struct nsbox_dispatch *d, struct nsbox_result *res,
                  struct nsbox_error **err)
 {
-  cleanup_close int tmp_fd = receive_tmp_fd (r->sync_fd);
+  cleanup_close int tmp_fd = receive_tmp_fd (r);
   if (tmp_fd < 0)
     return nsbox_error_set (err, EPROTO, "collect outputs: the sandbox's /tmp did not arrive");
   return nsbox_collect_outputs (tmp_fd, d->output_dir_fd, res, err);
@@ -476,13 +561,16 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
     return nsbox_error_oom (err);
   r->image.lock_fd = -1;
   r->sync_fd = -1;
+  r->tmp_fd = -1;
   r->child = (struct nsbox_child){ -1, -1 };
   r->streams = (struct nsbox_streams){ -1, -1, -1, -1 };
   nsbox_limits_init (&r->limits);
   nsbox_pipes_init (&r->pipes);
   launch_register (r);
   r->runtime = nsbox_launch_resolve_runtime (c);
-  if ((ret = nsbox_launch_check_files (c, r->runtime, c->output_dir != NULL, err)) < 0)
+  r->egress = nsbox_egress_wanted (c);
+  if ((ret = nsbox_launch_check_files (c, r->runtime, c->output_dir != NULL, err)) < 0
+      || (ret = nsbox_egress_check (c, r->runtime == NSBOX_RUNTIME_RUNSC, err)) < 0)
     {
       launch_release (r);
       return ret;
@@ -525,7 +613,20 @@ nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
     ret = nsbox_runsc_finish (TAKE_PTR (r->job), &r->child, &r->streams, &r->limits, d, res, err);
   else
     {
+      if (r->proxy)
+        {
+          ret = receive_listener (r, d->timeout_ms + 10000, err);
+          if (ret > 0)
+            ret = nsbox_egress_start (r->proxy, ret, err);
+          if (ret < 0)
+            {
+              nsbox_launch_destroy (r);
+              return ret;
+            }
+        }
       ret = nsbox_supervise (&r->child, &r->streams, &r->limits, d, res, err);
+      if (r->proxy)
+        res->egress = nsbox_egress_stop (TAKE_PTR (r->proxy));
       nsbox_limits_collect (&r->limits, res);
       if (ret >= 0 && d->output_dir_fd >= 0)
         ret = collect_outputs (r, d, res, err);

@@ -39,6 +39,7 @@ struct nsbox_plan
   bool may_setgroups;     /* the launcher is root: clear supplementary groups */
   bool unshare_cgroupns;  /* no CLONE_INTO_CGROUP: enter a cgroup ns after attach */
   bool caller_undumpable; /* the launcher is not dumpable (PR_GET_DUMPABLE 0) */
+  bool egress;            /* network: proxy: send the proxy's listener (net.h) */
   char *const *argv;
   char *const *envp;
   const char *path_search; /* PATH of the sandbox env, for argv[0] lookup */

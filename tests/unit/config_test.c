@@ -272,6 +272,13 @@ Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
     "output-capture",
     "tmp-size",
     "network",
+    "egress-allow",
+    "egress-resolve",
+    "egress-ports",
+    "egress-connections",
+    "egress-concurrent",
+    "egress-bytes",
+    "egress-idle-timeout",
     "user",
     "env",
     "command",
@@ -302,7 +309,10 @@ Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
                      || strcmp (keys[count].name, "audit-code") == 0;
       bool repeatable = strcmp (keys[count].name, "env") == 0
                         || strcmp (keys[count].name, "command") == 0
-                        || strcmp (keys[count].name, "inputs") == 0;
+                        || strcmp (keys[count].name, "inputs") == 0
+                        || strcmp (keys[count].name, "egress-allow") == 0
+                        || strcmp (keys[count].name, "egress-resolve") == 0
+                        || strcmp (keys[count].name, "egress-ports") == 0;
       cr_expect_eq (keys[count].is_boolean, boolean, "'%s'", keys[count].name);
       cr_expect_eq (keys[count].repeatable, repeatable, "'%s'", keys[count].name);
     }
@@ -556,11 +566,55 @@ Test (config, max_output_bytes_zero_captures_nothing, .timeout = 5)
   nsbox_config_free (config);
 }
 
-Test (config, network_other_than_none_is_unsupported, .timeout = 5)
+Test (config, network_is_none_or_proxy, .timeout = 5)
 {
   nsbox_config *config = new_config ();
+  expect_get (config, "network", "none");
   expect_set_fails (config, "network", "host",
-                    "unsupported value for 'network': 'host' (only 'none' is supported today)");
+                    "invalid value for 'network': 'host' (expected none or proxy)");
+  expect_set_ok (config, "network", "proxy");
+  expect_get (config, "network", "proxy");
+  nsbox_config_free (config);
+}
+
+Test (config, egress_keys_are_normalised_and_checked, .timeout = 5)
+{
+  nsbox_config *config = new_config ();
+  expect_get (config, "egress-allow", "[]");
+  expect_get (config, "egress-ports", "[80, 443]");
+  expect_get (config, "egress-connections", "64");
+  expect_get (config, "egress-concurrent", "8");
+  expect_get (config, "egress-bytes", "256m");
+  expect_get (config, "egress-idle-timeout", "30s");
+  expect_set_ok (config, "egress-allow", "PyPI.org.");
+  expect_set_ok (config, "egress-allow", "*.Example.com");
+  expect_set_ok (config, "egress-allow", "pypi.org");
+  expect_get (config, "egress-allow", "[\"pypi.org\", \"*.example.com\"]");
+  expect_set_fails (config, "egress-allow", "127.1",
+                    "invalid value for 'egress-allow': '127.1': an IP address (list host "
+                    "names; pin an address with egress-resolve) (expected a host name such as "
+                    "pypi.org or *.example.com, never an IP address)");
+  expect_set_fails (config, "egress-allow", "a_b.com",
+                    "invalid value for 'egress-allow': 'a_b.com': not a host name or *. and a "
+                    "host name (expected a host name such as pypi.org or *.example.com, never an "
+                    "IP address)");
+  expect_set_ok (config, "egress-resolve", "Mirror.internal=10.1.2.3");
+  expect_set_ok (config, "egress-resolve", "v6.internal=[fd00::0001]");
+  expect_set_ok (config, "egress-resolve", "mirror.internal=10.9.9.9");
+  expect_get (config, "egress-resolve", "[\"mirror.internal=10.9.9.9\", \"v6.internal=fd00::1\"]");
+  expect_set_fails (config, "egress-resolve", "mirror.internal=10.1.2",
+                    "invalid value for 'egress-resolve': 'mirror.internal=10.1.2': its ADDRESS "
+                    "is not an IPv4 or IPv6 address (expected NAME=ADDRESS such as "
+                    "mirror.internal=10.1.2.3)");
+  expect_set_ok (config, "egress-ports", "8443");
+  expect_set_ok (config, "egress-ports", "8443");
+  expect_get (config, "egress-ports", "[8443]");
+  expect_set_fails (config, "egress-ports", "0",
+                    "invalid value for 'egress-ports': '0' (expected a port from 1 to 65535)");
+  expect_set_ok (config, "egress-ports", "");
+  expect_get (config, "egress-ports", "[80, 443]");
+  expect_set_ok (config, "egress-allow", "");
+  expect_get (config, "egress-allow", "[]");
   nsbox_config_free (config);
 }
 
@@ -799,8 +853,8 @@ Test (config, yaml_bad_value_names_key_value_and_position, .timeout = 5)
                      "to 1024 such as 0.5)");
   expect_load_fails ("memory: -1\n",
                      "1:9: invalid value for 'memory': '-1' (expected a size such as 256m)");
-  expect_load_fails ("network: host\n", "1:10: unsupported value for 'network': 'host' (only "
-                                        "'none' is supported today)");
+  expect_load_fails ("network: host\n",
+                     "1:10: invalid value for 'network': 'host' (expected none or proxy)");
 }
 
 Test (config, yaml_wrong_types_are_rejected, .timeout = 5)

@@ -117,6 +117,7 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
     "files",
     "files_refused",
     "quota_refusal",
+    "egress",
   };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
 
@@ -439,7 +440,7 @@ Test (result, missing_output_reads_as_empty_not_null, .timeout = 5)
   cr_assert_not_null (strstr (text, "\"stdout\":\"\",\"stderr\":\"\","), "%s", text);
   cr_assert_not_null (
       strstr (text, "\"runtime\":null,\"served\":\"cold\",\"files\":[],\"files_refused\":[],"
-                    "\"quota_refusal\":null}"),
+                    "\"quota_refusal\":null,\"egress\":null}"),
       "%s", text);
   free (text);
   nsbox_result_free (result);
@@ -535,7 +536,7 @@ Test (result, a_refused_run_in_json_and_back, .timeout = 5)
   nsbox_result_free (r);
   cr_expect_not_null (strstr (text, "\"exit_code\":-1,"), "%s", text);
   cr_expect_not_null (strstr (text, "\"quota_refusal\":{\"quota\":\"runs-per-minute\",\"limit\":"
-                                    "\"20 per minute\",\"retry_after_ms\":2500}}"),
+                                    "\"20 per minute\",\"retry_after_ms\":2500},\"egress\":null}"),
                       "%s", text);
   nsbox_result *back = NULL;
   struct nsbox_error *err = NULL;

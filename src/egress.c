@@ -1,0 +1,1039 @@
+/* Controlled egress, the proxy: runs in the launcher for the length of one
+ * run. A thread accepts on the sandbox's listener (net.h); each connection
+ * gets a thread of its own that reads the request, decides it
+ * (egress_policy.c), resolves the name once, connects to the address it
+ * resolved and relays bytes within the run's limits. Every connection is
+ * recorded for the result and the audit log. */
+#include "egress.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+#include "supervise.h"
+
+/* At most this many connections are recorded one by one; the rest are
+ * counted. */
+#define RECORDS_MAX 256
+#define RELAY_BUFFER 16384
+#define CONNECT_TIMEOUT_MS 10000
+#define THREAD_STACK (256 * 1024)
+/* How long the end of a run waits for connection threads (one may be in
+ * getaddrinfo, which cannot be interrupted). */
+#define STOP_WAIT_MS 2000
+
+struct pin
+{
+  char name[NSBOX_EGRESS_HOST_MAX + 1];
+  struct sockaddr_storage address;
+};
+
+struct nsbox_egress
+{
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int refs;      /* the run, the acceptor and each connection thread */
+  int listen_fd; /* the sandbox's listener */
+  int wake[2];   /* the acceptor's stop pipe */
+  bool stopping; /* the run is over: cut everything */
+  bool acceptor_started;
+  pthread_t acceptor;
+  /* the configuration */
+  char **allow;
+  size_t n_allow;
+  struct pin *pins;
+  size_t n_pins;
+  uint16_t ports[NSBOX_EGRESS_PORTS_MAX];
+  size_t n_ports;
+  uint64_t max_connections, max_concurrent, max_bytes, idle_ms;
+  /* what happened */
+  uint64_t connections, active, refused, sent, received, omitted;
+  const char *limit; /* the first limit a connection ran into, or NULL */
+  json_t *log;
+  struct conn *conns; /* the live ones, for the cut at the end */
+};
+
+struct conn
+{
+  struct nsbox_egress *e;
+  struct conn *next, *prev;
+  int client, upstream;
+  uint64_t started_ms;
+  /* the record */
+  char method[16];
+  char host[NSBOX_EGRESS_HOST_MAX + 1];
+  uint16_t port;
+  char address[INET6_ADDRSTRLEN];
+  bool allowed;
+  char reason[320];
+  const char *end; /* how an allowed connection ended */
+  uint64_t sent, received;
+};
+
+static void
+egress_unref (struct nsbox_egress *e)
+{
+  pthread_mutex_lock (&e->lock);
+  bool last = --e->refs == 0;
+  pthread_mutex_unlock (&e->lock);
+  if (!last)
+    return;
+  if (e->listen_fd >= 0)
+    close (e->listen_fd);
+  for (int i = 0; i < 2; i++)
+    if (e->wake[i] >= 0)
+      close (e->wake[i]);
+  nsbox_strv_free (e->allow);
+  free (e->pins);
+  json_decref (e->log);
+  pthread_cond_destroy (&e->changed);
+  pthread_mutex_destroy (&e->lock);
+  free (e);
+}
+
+/* The first limit reached is the one the result names. Under the lock. */
+static void
+hit_limit (struct nsbox_egress *e, const char *limit)
+{
+  if (!e->limit)
+    e->limit = limit;
+}
+
+/* ---- records ---- */
+
+static void
+record (struct conn *c)
+{
+  struct nsbox_egress *e = c->e;
+  uint64_t duration = nsbox_now_ms () - c->started_ms;
+  pthread_mutex_lock (&e->lock);
+  if (!c->allowed)
+    e->refused++;
+  if (json_array_size (e->log) >= RECORDS_MAX)
+    {
+      e->omitted++;
+      pthread_mutex_unlock (&e->lock);
+      return;
+    }
+  json_t *o = json_pack (
+      "{s:s?, s:s?, s:o, s:s?, s:s, s:s?, s:I, s:I, s:I}", "method",
+      c->method[0] ? c->method : NULL, "host", c->host[0] ? c->host : NULL, "port",
+      c->port ? json_integer (c->port) : json_null (), "address", c->address[0] ? c->address : NULL,
+      "decision", c->allowed ? "allowed" : "refused", "reason", c->allowed ? c->end : c->reason,
+      "bytes_sent", (json_int_t)c->sent, "bytes_received", (json_int_t)c->received, "duration_ms",
+      (json_int_t)duration);
+  if (o)
+    json_array_append_new (e->log, o);
+  pthread_mutex_unlock (&e->lock);
+}
+
+static void refuse (struct conn *c, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static void
+refuse (struct conn *c, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  vsnprintf (c->reason, sizeof c->reason, fmt, ap);
+  va_end (ap);
+  c->allowed = false;
+}
+
+/* ---- sockets ---- */
+
+static int
+wait_fd (int fd, short events, uint64_t timeout_ms)
+{
+  struct pollfd p = { fd, events, 0 };
+  int n;
+  do
+    n = poll (&p, 1, (int)(timeout_ms > INT32_MAX ? INT32_MAX : timeout_ms));
+  while (n < 0 && errno == EINTR);
+  if (n == 0)
+    return -ETIMEDOUT;
+  if (n < 0)
+    return -errno;
+  return (p.revents & (POLLERR | POLLNVAL)) && !(p.revents & events) ? -EPIPE : 0;
+}
+
+/* Writes all of data, waiting at most idle_ms for room each time. */
+static int
+send_all (int fd, const void *data, size_t len, uint64_t idle_ms)
+{
+  const char *p = data;
+  while (len > 0)
+    {
+      ssize_t n = send (fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0)
+        {
+          p += n;
+          len -= (size_t)n;
+          continue;
+        }
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno != EAGAIN)
+        return -errno;
+      int r = wait_fd (fd, POLLOUT, idle_ms);
+      if (r < 0)
+        return r;
+    }
+  return 0;
+}
+
+static const char *
+status_text (int status)
+{
+  switch (status)
+    {
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 405:
+      return "Method Not Allowed";
+    case 411:
+      return "Length Required";
+    case 414:
+      return "URI Too Long";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 502:
+      return "Bad Gateway";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Internal Server Error";
+    }
+}
+
+/* The refusal the program sees: a status and one line. */
+static void
+answer (struct conn *c, int status)
+{
+  char body[400], head[128];
+  int bn = snprintf (body, sizeof body, "nsbox egress proxy: %s\n", c->reason);
+  int hn = snprintf (head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                     "Content-Length: %d\r\n\r\n",
+                     status, status_text (status), bn);
+  if (send_all (c->client, head, (size_t)hn, 1000) == 0)
+    send_all (c->client, body, (size_t)bn, 1000);
+}
+
+/* ---- the decision ---- */
+
+static bool
+port_allowed (const struct nsbox_egress *e, uint16_t port)
+{
+  for (size_t i = 0; i < e->n_ports; i++)
+    if (e->ports[i] == port)
+      return true;
+  return false;
+}
+
+static bool
+host_allowed (const struct nsbox_egress *e, const char *host)
+{
+  for (size_t i = 0; i < e->n_allow; i++)
+    if (nsbox_egress_pattern_match (e->allow[i], host))
+      return true;
+  return false;
+}
+
+static void
+address_text (const struct sockaddr *sa, char *out, size_t size)
+{
+  const void *raw = sa->sa_family == AF_INET
+                        ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                        : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+  if (!inet_ntop (sa->sa_family, raw, out, (socklen_t)size))
+    snprintf (out, size, "?");
+}
+
+static void
+set_port (struct sockaddr_storage *sa, uint16_t port)
+{
+  if (sa->ss_family == AF_INET)
+    ((struct sockaddr_in *)sa)->sin_port = htons (port);
+  else
+    ((struct sockaddr_in6 *)sa)->sin6_port = htons (port);
+}
+
+/* The addresses to try, in order: the pin, or what the host's resolver
+ * says, every one of them public. 0, or the HTTP status of a refusal. */
+static int
+resolve (struct conn *c, struct sockaddr_storage *out, size_t *n_out, size_t max)
+{
+  struct nsbox_egress *e = c->e;
+  *n_out = 0;
+  for (size_t i = 0; i < e->n_pins; i++)
+    if (strcmp (e->pins[i].name, c->host) == 0)
+      {
+        out[0] = e->pins[i].address;
+        set_port (&out[0], c->port);
+        *n_out = 1;
+        return 0;
+      }
+  struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+  struct addrinfo *list = NULL;
+  int r = getaddrinfo (c->host, NULL, &hints, &list);
+  if (r != 0)
+    {
+      refuse (c, "cannot resolve %s: %s", c->host,
+              r == EAI_SYSTEM ? strerror (errno) : gai_strerror (r));
+      return 502;
+    }
+  int status = 0;
+  for (struct addrinfo *a = list; a; a = a->ai_next)
+    {
+      if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
+        continue;
+      const char *why = nsbox_egress_address_refused (a->ai_addr);
+      if (why)
+        {
+          /* One private address among public ones is a rebinding set-up:
+           * the whole name is refused. */
+          address_text (a->ai_addr, c->address, sizeof c->address);
+          refuse (c,
+                  "%s resolves to %s, a %s address (only an egress-resolve pin allows "
+                  "that)",
+                  c->host, c->address, why);
+          status = 403;
+          break;
+        }
+      if (*n_out < max)
+        {
+          memcpy (&out[*n_out], a->ai_addr, a->ai_addrlen);
+          set_port (&out[*n_out], c->port);
+          (*n_out)++;
+        }
+    }
+  freeaddrinfo (list);
+  if (status)
+    {
+      *n_out = 0;
+      return status;
+    }
+  if (*n_out == 0)
+    {
+      refuse (c, "cannot resolve %s: no IPv4 or IPv6 address", c->host);
+      return 502;
+    }
+  return 0;
+}
+
+static int
+connect_one (const struct sockaddr_storage *sa)
+{
+  int fd = socket (sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return -errno;
+  socklen_t len
+      = sa->ss_family == AF_INET ? sizeof (struct sockaddr_in) : sizeof (struct sockaddr_in6);
+  if (connect (fd, (const struct sockaddr *)sa, len) < 0 && errno != EINPROGRESS)
+    {
+      int r = -errno;
+      close (fd);
+      return r;
+    }
+  int r = wait_fd (fd, POLLOUT, CONNECT_TIMEOUT_MS);
+  int so_error = 0;
+  socklen_t sl = sizeof so_error;
+  if (r == 0 && getsockopt (fd, SOL_SOCKET, SO_ERROR, &so_error, &sl) < 0)
+    r = -errno;
+  else if (r == 0 && so_error)
+    r = -so_error;
+  if (r < 0)
+    {
+      close (fd);
+      return r;
+    }
+  return fd;
+}
+
+/* Connects to the first address that answers; the upstream fd is set
+ * under the lock so the end of the run can cut it. 0 or 502/504. */
+static int
+connect_upstream (struct conn *c, const struct sockaddr_storage *addrs, size_t n)
+{
+  int err = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      address_text ((const struct sockaddr *)&addrs[i], c->address, sizeof c->address);
+      int fd = connect_one (&addrs[i]);
+      if (fd >= 0)
+        {
+          pthread_mutex_lock (&c->e->lock);
+          bool stopping = c->e->stopping;
+          if (!stopping)
+            c->upstream = fd;
+          pthread_mutex_unlock (&c->e->lock);
+          if (stopping)
+            {
+              close (fd);
+              refuse (c, "the run ended");
+              return 502;
+            }
+          return 0;
+        }
+      err = -fd;
+    }
+  refuse (c, "cannot connect to %s port %u (%s): %s", c->host, (unsigned)c->port, c->address,
+          strerror (err));
+  return err == ETIMEDOUT ? 504 : 502;
+}
+
+/* ---- the byte budget ---- */
+
+/* How many of `want` bytes this direction may still carry. */
+static size_t
+budget (struct nsbox_egress *e, bool to_upstream, size_t want)
+{
+  pthread_mutex_lock (&e->lock);
+  uint64_t *used = to_upstream ? &e->sent : &e->received;
+  uint64_t left = e->max_bytes > *used ? e->max_bytes - *used : 0;
+  size_t n = want < left ? want : (size_t)left;
+  *used += n;
+  if (n < want)
+    hit_limit (e, "egress-bytes");
+  pthread_mutex_unlock (&e->lock);
+  return n;
+}
+
+/* ---- relaying ---- */
+
+struct pipe_buf
+{
+  char data[RELAY_BUFFER];
+  size_t len, off;
+  bool eof;  /* the reading side ended */
+  bool shut; /* and the writing side was shut down after the last byte */
+};
+
+/* Copies both ways until both sides end, the idle timeout passes, the byte
+ * budget runs out or the run ends. `up_limit`: plain HTTP sends only the
+ * request body upstream (UINT64_MAX: a tunnel). */
+static void
+relay (struct conn *c, uint64_t up_limit)
+{
+  struct nsbox_egress *e = c->e;
+  struct pipe_buf *up = calloc (1, sizeof *up), *down = calloc (1, sizeof *down);
+  if (!up || !down)
+    {
+      c->end = "out of memory";
+      goto out;
+    }
+  if (up_limit == 0)
+    up->eof = true;
+  uint64_t up_left = up_limit;
+  uint64_t last = nsbox_now_ms ();
+  c->end = "closed";
+  for (;;)
+    {
+      if (up->eof && up->len == up->off && !up->shut)
+        {
+          if (up_limit == UINT64_MAX)
+            shutdown (c->upstream, SHUT_WR);
+          up->shut = true;
+        }
+      if (down->eof && down->len == down->off && !down->shut)
+        {
+          shutdown (c->client, SHUT_WR);
+          down->shut = true;
+        }
+      if (down->shut && (up->shut || up_limit != UINT64_MAX))
+        break;
+      struct pollfd p[2] = { { c->client, 0, 0 }, { c->upstream, 0, 0 } };
+      if (!up->eof && up->len == 0)
+        p[0].events |= POLLIN;
+      if (down->len > down->off)
+        p[0].events |= POLLOUT;
+      if (!down->eof && down->len == 0)
+        p[1].events |= POLLIN;
+      if (up->len > up->off)
+        p[1].events |= POLLOUT;
+      uint64_t now = nsbox_now_ms ();
+      if (now - last >= e->idle_ms)
+        {
+          c->end = "idle (egress-idle-timeout)";
+          break;
+        }
+      int n = poll (p, 2, (int)(e->idle_ms - (now - last)));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          c->end = "poll failed";
+          break;
+        }
+      if (n == 0)
+        continue;
+      pthread_mutex_lock (&e->lock);
+      bool stopping = e->stopping;
+      pthread_mutex_unlock (&e->lock);
+      if (stopping)
+        {
+          c->end = "the run ended";
+          break;
+        }
+      bool progress = false, failed = false;
+      for (int side = 0; side < 2 && !failed; side++)
+        {
+          /* side 0 reads the client into up, side 1 the upstream into down */
+          struct pipe_buf *b = side == 0 ? up : down;
+          int from = side == 0 ? c->client : c->upstream;
+          int to = side == 0 ? c->upstream : c->client;
+          if (p[side].revents & (POLLIN | POLLHUP | POLLERR) && !b->eof && b->len == 0)
+            {
+              size_t want = sizeof b->data;
+              if (side == 0 && up_left < want)
+                want = (size_t)up_left;
+              ssize_t r = recv (from, b->data, want, MSG_DONTWAIT);
+              if (r > 0)
+                {
+                  size_t allowed = budget (e, side == 0, (size_t)r);
+                  b->len = allowed;
+                  b->off = 0;
+                  progress = true;
+                  if (side == 0 && up_left != UINT64_MAX)
+                    {
+                      up_left -= (uint64_t)r;
+                      if (up_left == 0)
+                        b->eof = true;
+                    }
+                  if (allowed < (size_t)r)
+                    {
+                      c->end = "cut at the byte limit (egress-bytes)";
+                      b->eof = true;
+                      failed = true; /* send what fits, then stop */
+                      send_all (to, b->data, b->len, 1000);
+                      if (side == 0)
+                        c->sent += b->len;
+                      else
+                        c->received += b->len;
+                      b->len = b->off = 0;
+                    }
+                }
+              else if (r == 0)
+                {
+                  b->eof = true;
+                  progress = true;
+                }
+              else if (errno != EAGAIN && errno != EINTR)
+                {
+                  b->eof = true;
+                  c->end = side == 0 ? "the program's side failed" : "the server's side failed";
+                  failed = true;
+                }
+            }
+          int wside = side == 0 ? 1 : 0;
+          if (b->len > b->off && (p[wside].revents & (POLLOUT | POLLERR | POLLHUP)))
+            {
+              ssize_t w = send (to, b->data + b->off, b->len - b->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+              if (w > 0)
+                {
+                  b->off += (size_t)w;
+                  if (side == 0)
+                    c->sent += (uint64_t)w;
+                  else
+                    c->received += (uint64_t)w;
+                  if (b->off == b->len)
+                    b->len = b->off = 0;
+                  progress = true;
+                }
+              else if (w < 0 && errno != EAGAIN && errno != EINTR)
+                {
+                  c->end = side == 0 ? "the server's side failed" : "the program's side failed";
+                  failed = true;
+                }
+            }
+        }
+      if (failed)
+        break;
+      if (progress)
+        last = nsbox_now_ms ();
+    }
+out:
+  free (up);
+  free (down);
+}
+
+/* ---- one connection ---- */
+
+static void
+conn_close (struct conn *c)
+{
+  struct nsbox_egress *e = c->e;
+  pthread_mutex_lock (&e->lock);
+  if (c->prev)
+    c->prev->next = c->next;
+  else if (e->conns == c)
+    e->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  if (c->client >= 0)
+    close (c->client);
+  if (c->upstream >= 0)
+    close (c->upstream);
+  e->active--;
+  pthread_cond_broadcast (&e->changed);
+  pthread_mutex_unlock (&e->lock);
+  free (c);
+  egress_unref (e);
+}
+
+/* Reads until `parse` decides; the bytes stay in buf. */
+static int
+read_until (struct conn *c, char *buf, size_t size, size_t *len)
+{
+  ssize_t n;
+  if (*len >= size)
+    return -ENOBUFS;
+  int r = wait_fd (c->client, POLLIN, c->e->idle_ms);
+  if (r < 0)
+    return r;
+  do
+    n = recv (c->client, buf + *len, size - *len, MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n == 0)
+    return -ECONNRESET;
+  if (n < 0)
+    return errno == EAGAIN ? 0 : -errno;
+  *len += (size_t)n;
+  return 0;
+}
+
+/* CONNECT: the tunnel is opened, then the ClientHello must name the host. */
+static void
+serve_connect (struct conn *c, char *buf, size_t len, size_t head_len)
+{
+  static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+  if (send_all (c->client, established, sizeof established - 1, c->e->idle_ms) < 0)
+    {
+      c->allowed = true;
+      c->end = "the program went away";
+      return;
+    }
+  size_t have = len - head_len;
+  uint8_t *hello = malloc (NSBOX_EGRESS_HELLO_MAX + 2 * 5 * 8 + 64);
+  size_t hello_size = NSBOX_EGRESS_HELLO_MAX + 2 * 5 * 8 + 64;
+  if (!hello)
+    {
+      refuse (c, "out of memory");
+      return;
+    }
+  memcpy (hello, buf + head_len, have);
+  char sni[NSBOX_EGRESS_HOST_MAX + 1];
+  const char *why = NULL;
+  enum nsbox_egress_parse state;
+  while ((state = nsbox_egress_client_hello (hello, have, sni, &why)) == NSBOX_EGRESS_MORE)
+    {
+      int r = read_until (c, (char *)hello, hello_size, &have);
+      if (r < 0)
+        {
+          refuse (c, "no TLS ClientHello arrived (%s)", strerror (-r));
+          free (hello);
+          return;
+        }
+    }
+  if (state == NSBOX_EGRESS_BAD)
+    {
+      refuse (c, "%s (CONNECT carries TLS to %s only)", why, c->host);
+      free (hello);
+      return;
+    }
+  if (strcmp (sni, c->host) != 0)
+    {
+      refuse (c, "the TLS server name '%s' is not the CONNECT host '%s'", sni, c->host);
+      free (hello);
+      return;
+    }
+  size_t allowed = budget (c->e, true, have);
+  int r = send_all (c->upstream, hello, allowed, c->e->idle_ms);
+  free (hello);
+  c->allowed = true;
+  if (r < 0 || allowed < have)
+    {
+      c->sent = r < 0 ? 0 : allowed;
+      c->end = r < 0 ? "the server's side failed" : "cut at the byte limit (egress-bytes)";
+      return;
+    }
+  c->sent = allowed;
+  relay (c, UINT64_MAX);
+}
+
+/* Plain HTTP: the rewritten head, the body as sized, then the answer. */
+static void
+serve_plain (struct conn *c, const struct nsbox_egress_request *req, const char *buf, size_t len)
+{
+  c->allowed = true;
+  size_t head = req->upstream_head_len;
+  if (budget (c->e, true, head) < head)
+    {
+      c->end = "cut at the byte limit (egress-bytes)";
+      return;
+    }
+  if (send_all (c->upstream, req->upstream_head, head, c->e->idle_ms) < 0)
+    {
+      c->end = "the server's side failed";
+      return;
+    }
+  c->sent = head;
+  size_t body = len - req->head_len;
+  if (body > req->content_length)
+    body = (size_t)req->content_length; /* a second request behind it is dropped */
+  size_t allowed = budget (c->e, true, body);
+  if (send_all (c->upstream, buf + req->head_len, allowed, c->e->idle_ms) < 0 || allowed < body)
+    {
+      c->end = allowed < body ? "cut at the byte limit (egress-bytes)" : "the server's side failed";
+      return;
+    }
+  c->sent += allowed;
+  relay (c, req->content_length - body);
+}
+
+static void *
+conn_main (void *arg)
+{
+  struct conn *c = arg;
+  struct nsbox_egress *e = c->e;
+  char *buf = malloc (NSBOX_EGRESS_HEAD_MAX);
+  struct nsbox_egress_request req = { 0 };
+  size_t len = 0;
+  int status = 0;
+  if (!buf)
+    {
+      refuse (c, "out of memory");
+      goto done;
+    }
+  enum nsbox_egress_parse state;
+  while ((state = nsbox_egress_parse_request (buf, len, &req)) == NSBOX_EGRESS_MORE)
+    {
+      int r = read_until (c, buf, NSBOX_EGRESS_HEAD_MAX, &len);
+      if (r < 0)
+        {
+          refuse (c, r == -ETIMEDOUT ? "no request arrived (egress-idle-timeout)"
+                                     : "the program closed the connection before a request");
+          status = r == -ETIMEDOUT ? 408 : 0;
+          goto done;
+        }
+    }
+  if (len > 0)
+    {
+      size_t m = strcspn (buf, " \r\n");
+      if (m > 0 && m < sizeof c->method && state == NSBOX_EGRESS_DONE)
+        memcpy (c->method, buf, m);
+    }
+  snprintf (c->host, sizeof c->host, "%s", req.host);
+  c->port = req.port;
+  if (state == NSBOX_EGRESS_BAD)
+    {
+      refuse (c, "%s", req.reason);
+      status = req.status;
+      goto done;
+    }
+  if (!host_allowed (e, req.host))
+    {
+      refuse (c, "%s is not on the egress allowlist", req.host);
+      status = 403;
+      goto done;
+    }
+  if (!port_allowed (e, req.port))
+    {
+      refuse (c, "port %u is not allowed (egress-ports)", (unsigned)req.port);
+      status = 403;
+      goto done;
+    }
+  struct sockaddr_storage addrs[8];
+  size_t n = 0;
+  if ((status = resolve (c, addrs, &n, ARRAY_SIZE (addrs))) != 0
+      || (status = connect_upstream (c, addrs, n)) != 0)
+    goto done;
+  if (req.connect)
+    serve_connect (c, buf, len, req.head_len);
+  else
+    serve_plain (c, &req, buf, len);
+done:
+  if (!c->allowed && status)
+    answer (c, status == 408 ? 400 : status);
+  nsbox_egress_request_clear (&req);
+  free (buf);
+  record (c);
+  conn_close (c);
+  return NULL;
+}
+
+/* ---- accepting ---- */
+
+static bool
+start_thread (pthread_t *thread, void *(*fn) (void *), void *arg, bool detached)
+{
+  pthread_attr_t attr;
+  if (pthread_attr_init (&attr) != 0)
+    return false;
+  pthread_attr_setstacksize (&attr, THREAD_STACK);
+  if (detached)
+    pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+  /* Signals stay with the launcher's own threads. */
+  sigset_t all, old;
+  sigfillset (&all);
+  pthread_sigmask (SIG_BLOCK, &all, &old);
+  bool ok = pthread_create (thread, &attr, fn, arg) == 0;
+  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy (&attr);
+  return ok;
+}
+
+/* A connection over a limit is answered at once and never read. */
+static void
+refuse_at_accept (struct nsbox_egress *e, int fd, const char *limit, uint64_t value)
+{
+  struct conn c = { .e = e, .client = fd, .upstream = -1, .started_ms = nsbox_now_ms () };
+  refuse (&c, "%s reached (%s %" PRIu64 ")",
+          strcmp (limit, "egress-concurrent") == 0 ? "too many connections at once"
+                                                   : "the run's connection limit is",
+          limit, value);
+  answer (&c, 403);
+  record (&c);
+}
+
+static void *
+accept_main (void *arg)
+{
+  struct nsbox_egress *e = arg;
+  for (;;)
+    {
+      struct pollfd p[2] = { { e->listen_fd, POLLIN, 0 }, { e->wake[0], POLLIN, 0 } };
+      if (poll (p, 2, -1) < 0 && errno != EINTR)
+        break;
+      if (p[1].revents)
+        break;
+      if (!(p[0].revents & POLLIN))
+        continue;
+      int fd = accept4 (e->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0)
+        {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+            poll (NULL, 0, 50);
+          continue;
+        }
+      pthread_mutex_lock (&e->lock);
+      const char *limit = NULL;
+      uint64_t value = 0;
+      if (e->stopping)
+        limit = "";
+      else if (e->connections >= e->max_connections)
+        {
+          limit = "egress-connections";
+          value = e->max_connections;
+        }
+      else if (e->active >= e->max_concurrent)
+        {
+          limit = "egress-concurrent";
+          value = e->max_concurrent;
+        }
+      if (limit && *limit)
+        hit_limit (e, limit);
+      e->connections++;
+      pthread_mutex_unlock (&e->lock);
+      if (limit)
+        {
+          if (*limit)
+            refuse_at_accept (e, fd, limit, value);
+          close (fd);
+          continue;
+        }
+      struct conn *c = calloc (1, sizeof *c);
+      if (!c)
+        {
+          close (fd);
+          continue;
+        }
+      *c = (struct conn){ .e = e, .client = fd, .upstream = -1, .started_ms = nsbox_now_ms () };
+      pthread_mutex_lock (&e->lock);
+      e->refs++;
+      e->active++;
+      c->next = e->conns;
+      if (e->conns)
+        e->conns->prev = c;
+      e->conns = c;
+      pthread_mutex_unlock (&e->lock);
+      pthread_t thread;
+      if (!start_thread (&thread, conn_main, c, true))
+        {
+          refuse (c, "cannot start a thread");
+          record (c);
+          conn_close (c);
+        }
+    }
+  egress_unref (e);
+  return NULL;
+}
+
+/* ---- the run's side ---- */
+
+bool
+nsbox_egress_wanted (const nsbox_config *config)
+{
+  return config->network && strcmp (config->network, "proxy") == 0;
+}
+
+int
+nsbox_egress_check (const nsbox_config *config, bool runsc, struct nsbox_error **err)
+{
+  if (!nsbox_egress_wanted (config))
+    {
+      if (config->egress_allow_len || config->egress_resolve_len)
+        return nsbox_error_set (err, EINVAL,
+                                "egress-allow and egress-resolve need network: proxy (the "
+                                "network is none)");
+      return 0;
+    }
+  if (runsc)
+    return nsbox_error_set (err, EINVAL,
+                            "network: proxy is not available with runtime runsc (gVisor's own "
+                            "network stack keeps the sandbox's loopback out of the launcher's "
+                            "reach); use runtime native");
+  if (config->egress_allow_len == 0)
+    return nsbox_error_set (err, EINVAL,
+                            "network: proxy needs egress-allow: the host names the sandbox may "
+                            "reach (such as pypi.org or *.example.com)");
+  for (size_t i = 0; i < config->egress_resolve_len; i++)
+    {
+      char name[NSBOX_EGRESS_HOST_MAX + 1];
+      struct sockaddr_storage sa;
+      if (nsbox_egress_pin_parse (config->egress_resolve[i], name, &sa) == NULL
+          && !host_allowed (&(struct nsbox_egress){ .allow = config->egress_allow,
+                                                    .n_allow = config->egress_allow_len },
+                            name))
+        return nsbox_error_set (err, EINVAL,
+                                "egress-resolve pins '%s', which egress-allow does not list", name);
+    }
+  return 0;
+}
+
+static const char *const proxy_env[] = {
+  "HTTP_PROXY=" NSBOX_EGRESS_PROXY_URL,
+  "HTTPS_PROXY=" NSBOX_EGRESS_PROXY_URL,
+  "http_proxy=" NSBOX_EGRESS_PROXY_URL,
+  "https_proxy=" NSBOX_EGRESS_PROXY_URL,
+  "ALL_PROXY=" NSBOX_EGRESS_PROXY_URL,
+  "all_proxy=" NSBOX_EGRESS_PROXY_URL,
+  "NO_PROXY=",
+  "no_proxy=",
+};
+
+const char *const *
+nsbox_egress_env (size_t *n)
+{
+  *n = ARRAY_SIZE (proxy_env);
+  return proxy_env;
+}
+
+int
+nsbox_egress_new (const nsbox_config *config, struct nsbox_egress **out, struct nsbox_error **err)
+{
+  struct nsbox_egress *e = calloc (1, sizeof *e);
+  if (!e)
+    return nsbox_error_oom (err);
+  pthread_mutex_init (&e->lock, NULL);
+  pthread_cond_init (&e->changed, NULL);
+  e->refs = 1;
+  e->listen_fd = -1;
+  e->wake[0] = e->wake[1] = -1;
+  e->max_connections = config->egress_connections;
+  e->max_concurrent = config->egress_concurrent;
+  e->max_bytes = config->egress_bytes;
+  e->idle_ms = config->egress_idle_ms;
+  e->n_ports = config->egress_ports_len;
+  memcpy (e->ports, config->egress_ports, sizeof e->ports);
+  if (e->n_ports == 0)
+    {
+      e->ports[0] = 80;
+      e->ports[1] = 443;
+      e->n_ports = 2;
+    }
+  e->log = json_array ();
+  e->allow = nsbox_strv_dup ((const char *const *)config->egress_allow, config->egress_allow_len);
+  e->n_allow = config->egress_allow_len;
+  e->pins = calloc (config->egress_resolve_len + 1, sizeof *e->pins);
+  if (!e->log || !e->allow || !e->pins || pipe2 (e->wake, O_CLOEXEC) < 0)
+    {
+      egress_unref (e);
+      return nsbox_error_oom (err);
+    }
+  for (size_t i = 0; i < config->egress_resolve_len; i++)
+    if (!nsbox_egress_pin_parse (config->egress_resolve[i], e->pins[e->n_pins].name,
+                                 &e->pins[e->n_pins].address))
+      e->n_pins++;
+  *out = e;
+  return 0;
+}
+
+int
+nsbox_egress_start (struct nsbox_egress *e, int listen_fd, struct nsbox_error **err)
+{
+  e->listen_fd = listen_fd;
+  e->refs++;
+  if (!start_thread (&e->acceptor, accept_main, e, false))
+    {
+      e->refs--;
+      return nsbox_error_set (err, EAGAIN, "egress proxy: cannot start its thread");
+    }
+  e->acceptor_started = true;
+  return 0;
+}
+
+json_t *
+nsbox_egress_stop (struct nsbox_egress *e)
+{
+  if (!e)
+    return NULL;
+  pthread_mutex_lock (&e->lock);
+  e->stopping = true;
+  pthread_mutex_unlock (&e->lock);
+  if (e->acceptor_started)
+    {
+      /* The pipe is empty and ours: the byte always fits. */
+      ssize_t n = write (e->wake[1], "x", 1);
+      (void)n;
+      pthread_join (e->acceptor, NULL);
+    }
+  struct timespec deadline;
+  clock_gettime (CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += STOP_WAIT_MS / 1000;
+  pthread_mutex_lock (&e->lock);
+  for (struct conn *c = e->conns; c; c = c->next)
+    {
+      shutdown (c->client, SHUT_RDWR);
+      if (c->upstream >= 0)
+        shutdown (c->upstream, SHUT_RDWR);
+    }
+  while (e->active > 0)
+    if (pthread_cond_timedwait (&e->changed, &e->lock, &deadline) == ETIMEDOUT)
+      break;
+  json_t *report = json_pack ("{s:I, s:I, s:I, s:I, s:s?, s:I, s:o}", "connections",
+                              (json_int_t)e->connections, "refused", (json_int_t)e->refused,
+                              "bytes_sent", (json_int_t)e->sent, "bytes_received",
+                              (json_int_t)e->received, "limit", e->limit, "records_omitted",
+                              (json_int_t)e->omitted, "log", json_deep_copy (e->log));
+  pthread_mutex_unlock (&e->lock);
+  egress_unref (e);
+  return report;
+}
