@@ -222,18 +222,34 @@ status_text (int status)
     }
 }
 
-/* The refusal the program sees: a status and one line. */
+/* Reads and drops what the program sends until it closes or stays quiet
+ * for wait_ms, so that the close after an answer is a FIN, not a reset
+ * that could destroy the answer unread (a lingering close). */
+static void
+drain (int fd, int wait_ms)
+{
+  char sink[4096];
+  struct pollfd p = { fd, POLLIN, 0 };
+  for (int rounds = 0; rounds < 64 && poll (&p, 1, wait_ms) > 0; rounds++)
+    if (recv (fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
+      break;
+}
+
+/* The refusal the program sees: a status and one line, in one write. */
 static void
 answer (struct conn *c, int status)
 {
-  char body[400], head[128];
-  int bn = snprintf (body, sizeof body, "nsbox egress proxy: %s\n", c->reason);
-  int hn = snprintf (head, sizeof head,
-                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                     "Content-Length: %d\r\n\r\n",
-                     status, status_text (status), bn);
-  if (send_all (c->client, head, (size_t)hn, 1000) == 0)
-    send_all (c->client, body, (size_t)bn, 1000);
+  char text[640];
+  int body = (int)strlen (c->reason) + (int)sizeof "nsbox egress proxy: \n" - 1;
+  int n = snprintf (text, sizeof text,
+                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                    "Content-Length: %d\r\n\r\nnsbox egress proxy: %s\n",
+                    status, status_text (status), body, c->reason);
+  if (n > 0 && (size_t)n < sizeof text && send_all (c->client, text, (size_t)n, 1000) == 0)
+    {
+      shutdown (c->client, SHUT_WR);
+      drain (c->client, 100);
+    }
 }
 
 /* ---- the decision ---- */
@@ -734,10 +750,11 @@ conn_main (void *arg)
           goto done;
         }
     }
-  if (len > 0)
+  if (state == NSBOX_EGRESS_DONE)
     {
-      size_t m = strcspn (buf, " \r\n");
-      if (m > 0 && m < sizeof c->method && state == NSBOX_EGRESS_DONE)
+      const char *sp = memchr (buf, ' ', len);
+      size_t m = sp ? (size_t)(sp - buf) : 0;
+      if (m > 0 && m < sizeof c->method)
         memcpy (c->method, buf, m);
     }
   snprintf (c->host, sizeof c->host, "%s", req.host);
@@ -805,6 +822,8 @@ static void
 refuse_at_accept (struct nsbox_egress *e, int fd, const char *limit, uint64_t value)
 {
   struct conn c = { .e = e, .client = fd, .upstream = -1, .started_ms = nsbox_now_ms () };
+  /* Its request, when it comes at once, is read first (see drain). */
+  drain (fd, 0);
   refuse (&c, "%s reached (%s %" PRIu64 ")",
           strcmp (limit, "egress-concurrent") == 0 ? "too many connections at once"
                                                    : "the run's connection limit is",

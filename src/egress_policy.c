@@ -50,7 +50,22 @@ nsbox_egress_host_normalize (const char *text, size_t len, char out[NSBOX_EGRESS
   if (len == 0)
     return not_a_name;
   if (text[0] == '[' || memchr (text, ':', len))
-    return an_address;
+    {
+      /* An IPv6 address, bracketed or not; anything else with these
+       * characters is no name either. */
+      char v6[INET6_ADDRSTRLEN + 2];
+      struct in6_addr a;
+      bool br = len >= 2 && text[0] == '[' && text[len - 1] == ']';
+      size_t n = br ? len - 2 : len;
+      if (n < sizeof v6)
+        {
+          memcpy (v6, text + br, n);
+          v6[n] = '\0';
+          if (inet_pton (AF_INET6, v6, &a) == 1)
+            return an_address;
+        }
+      return not_a_name;
+    }
   if (text[len - 1] == '.')
     len--;
   if (len == 0 || len > NSBOX_EGRESS_HOST_MAX)
@@ -400,8 +415,8 @@ parse_absolute (const char *target, size_t len, struct nsbox_egress_request *req
     return bad (req, 403, why);
   *path = stop < end ? stop : "/";
   *path_len = stop < end ? (size_t)(end - stop) : 1;
-  if (**path != '/')
-    return bad (req, 400, "the URL's path must start with '/'");
+  if (**path == '#')
+    return bad (req, 400, "the URL has a fragment");
   return NSBOX_EGRESS_DONE;
 }
 
@@ -453,6 +468,7 @@ nsbox_egress_parse_request (const char *buf, size_t len, struct nsbox_egress_req
   if (!req->connect
       && (append (&out, &out_len, &size, buf, method_len) < 0
           || append (&out, &out_len, &size, " ", 1) < 0
+          || (*path == '?' && append (&out, &out_len, &size, "/", 1) < 0)
           || append (&out, &out_len, &size, path, path_len) < 0
           || append (&out, &out_len, &size, " ", 1) < 0
           || append (&out, &out_len, &size, version, 8) < 0
