@@ -43,6 +43,7 @@
 
 #include "audit.h"
 #include "digest.h"
+#include "egress.h"
 #include "quota.h"
 #include "result.h"
 
@@ -292,6 +293,19 @@ random_id (char id[33])
 }
 
 static json_t *
+string_list (char *const *items, size_t n)
+{
+  json_t *a = json_array ();
+  for (size_t i = 0; a && i < n; i++)
+    if (json_array_append_new (a, json_string (items[i])) < 0)
+      {
+        json_decref (a);
+        return NULL;
+      }
+  return a;
+}
+
+static json_t *
 limits_value (const nsbox_config *c)
 {
   json_t *l = json_object ();
@@ -304,7 +318,11 @@ limits_value (const nsbox_config *c)
       || add (l, "pids", json_integer ((json_int_t)c->pids_limit)) < 0
       || add (l, "tmp_bytes", json_integer ((json_int_t)c->tmp_size_bytes)) < 0
       || add (l, "max_output_bytes", json_integer ((json_int_t)c->max_output_bytes)) < 0
-      || add (l, "network", json_string (c->network ? c->network : "none")) < 0)
+      || add (l, "network", json_string (c->network ? c->network : "none")) < 0
+      || (nsbox_egress_wanted (c)
+          && (add (l, "egress_allow", string_list (c->egress_allow, c->egress_allow_len)) < 0
+              || add (l, "egress_resolve", string_list (c->egress_resolve, c->egress_resolve_len))
+                     < 0)))
     {
       json_decref (l);
       return NULL;

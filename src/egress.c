@@ -9,10 +9,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <resolv.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,6 +33,13 @@
  * counted. */
 #define RECORDS_MAX 256
 #define RELAY_BUFFER 16384
+/* Wake-ups in a row that move no byte before a connection is given up (a
+ * safety net: every wake-up should move one). */
+#define RELAY_IDLE_WAKES_MAX 1000
+/* The request head and a ClientHello must arrive within this, whatever
+ * the idle timeout. */
+#define HEAD_DEADLINE_MS 10000
+#define LOCAL_ADDRESSES_MAX 64
 #define CONNECT_TIMEOUT_MS 10000
 #define THREAD_STACK (256 * 1024)
 /* How long the end of a run waits for connection threads (one may be in
@@ -58,6 +67,10 @@ struct nsbox_egress
   size_t n_allow;
   struct pin *pins;
   size_t n_pins;
+  /* This machine's own addresses: the launcher connects from the host's
+   * network namespace, where they reach the host's services. */
+  struct sockaddr_storage local[LOCAL_ADDRESSES_MAX];
+  size_t n_local;
   uint16_t ports[NSBOX_EGRESS_PORTS_MAX];
   size_t n_ports;
   uint64_t max_connections, max_concurrent, max_bytes, idle_ms;
@@ -230,21 +243,28 @@ drain (int fd, int wait_ms)
 {
   char sink[4096];
   struct pollfd p = { fd, POLLIN, 0 };
-  for (int rounds = 0; rounds < 64 && poll (&p, 1, wait_ms) > 0; rounds++)
-    if (recv (fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
-      break;
+  uint64_t deadline = nsbox_now_ms () + (uint64_t)wait_ms;
+  for (int rounds = 0; rounds < 64; rounds++)
+    {
+      uint64_t now = nsbox_now_ms ();
+      int left = now < deadline ? (int)(deadline - now) : 0;
+      if (poll (&p, 1, left) <= 0 || recv (fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
+        break;
+    }
 }
 
 /* The refusal the program sees: a status and one line, in one write. */
 static void
 answer (struct conn *c, int status)
 {
-  char text[640];
+  char text[1024];
   int body = (int)strlen (c->reason) + (int)sizeof "nsbox egress proxy: \n" - 1;
+  /* The reason is the status line's phrase too: clients that show only
+   * the status line of a failed CONNECT (pip, requests) show it. */
   int n = snprintf (text, sizeof text,
-                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                    "Content-Length: %d\r\n\r\nnsbox egress proxy: %s\n",
-                    status, status_text (status), body, c->reason);
+                    "HTTP/1.1 %d %s (nsbox egress proxy: %s)\r\nContent-Type: text/plain\r\n"
+                    "Connection: close\r\nContent-Length: %d\r\n\r\nnsbox egress proxy: %s\n",
+                    status, status_text (status), c->reason, body, c->reason);
   if (n > 0 && (size_t)n < sizeof text && send_all (c->client, text, (size_t)n, 1000) == 0)
     {
       shutdown (c->client, SHUT_WR);
@@ -282,6 +302,43 @@ address_text (const struct sockaddr *sa, char *out, size_t size)
     snprintf (out, size, "?");
 }
 
+static bool
+same_address (const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+  if (a->sa_family != b->ss_family)
+    return false;
+  if (a->sa_family == AF_INET)
+    return ((const struct sockaddr_in *)a)->sin_addr.s_addr
+           == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+  return memcmp (&((const struct sockaddr_in6 *)a)->sin6_addr,
+                 &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof (struct in6_addr))
+         == 0;
+}
+
+static const char *
+address_refused (const struct nsbox_egress *e, const struct sockaddr *sa)
+{
+  const char *why = nsbox_egress_address_refused (sa);
+  for (size_t i = 0; !why && i < e->n_local; i++)
+    if (same_address (sa, &e->local[i]))
+      why = "this machine's own";
+  return why;
+}
+
+static void
+collect_local_addresses (struct nsbox_egress *e)
+{
+  struct ifaddrs *list = NULL;
+  if (getifaddrs (&list) < 0)
+    return;
+  for (struct ifaddrs *i = list; i && e->n_local < LOCAL_ADDRESSES_MAX; i = i->ifa_next)
+    if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+      memcpy (&e->local[e->n_local++], i->ifa_addr,
+              i->ifa_addr->sa_family == AF_INET ? sizeof (struct sockaddr_in)
+                                                : sizeof (struct sockaddr_in6));
+  freeifaddrs (list);
+}
+
 static void
 set_port (struct sockaddr_storage *sa, uint16_t port)
 {
@@ -308,6 +365,10 @@ resolve (struct conn *c, struct sockaddr_storage *out, size_t *n_out, size_t max
       }
   struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
   struct addrinfo *list = NULL;
+  /* The name as given: the resolver's search domains never apply (this
+   * thread's resolver state; /etc/hosts still does). */
+  if (res_init () == 0)
+    _res.options &= ~(unsigned long)(RES_DNSRCH | RES_DEFNAMES);
   int r = getaddrinfo (c->host, NULL, &hints, &list);
   if (r != 0)
     {
@@ -320,16 +381,15 @@ resolve (struct conn *c, struct sockaddr_storage *out, size_t *n_out, size_t max
     {
       if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
         continue;
-      const char *why = nsbox_egress_address_refused (a->ai_addr);
+      const char *why = address_refused (e, a->ai_addr);
       if (why)
         {
           /* One private address among public ones is a rebinding set-up:
-           * the whole name is refused. */
+           * the whole name is refused. The address goes to the record,
+           * not to the program (internal names stay unmapped). */
           address_text (a->ai_addr, c->address, sizeof c->address);
-          refuse (c,
-                  "%s resolves to %s, a %s address (only an egress-resolve pin allows "
-                  "that)",
-                  c->host, c->address, why);
+          refuse (c, "%s resolves to a %s address (only an egress-resolve pin allows that)",
+                  c->host, why);
           status = 403;
           break;
         }
@@ -391,16 +451,24 @@ connect_upstream (struct conn *c, const struct sockaddr_storage *addrs, size_t n
   int err = 0;
   for (size_t i = 0; i < n; i++)
     {
+      pthread_mutex_lock (&c->e->lock);
+      bool stopping = c->e->stopping;
+      pthread_mutex_unlock (&c->e->lock);
+      if (stopping)
+        {
+          refuse (c, "the run ended");
+          return 502;
+        }
       address_text ((const struct sockaddr *)&addrs[i], c->address, sizeof c->address);
       int fd = connect_one (&addrs[i]);
       if (fd >= 0)
         {
           pthread_mutex_lock (&c->e->lock);
-          bool stopping = c->e->stopping;
-          if (!stopping)
+          bool ended = c->e->stopping;
+          if (!ended)
             c->upstream = fd;
           pthread_mutex_unlock (&c->e->lock);
-          if (stopping)
+          if (ended)
             {
               close (fd);
               refuse (c, "the run ended");
@@ -410,8 +478,7 @@ connect_upstream (struct conn *c, const struct sockaddr_storage *addrs, size_t n
         }
       err = -fd;
     }
-  refuse (c, "cannot connect to %s port %u (%s): %s", c->host, (unsigned)c->port, c->address,
-          strerror (err));
+  refuse (c, "cannot connect to %s port %u: %s", c->host, (unsigned)c->port, strerror (err));
   return err == ETIMEDOUT ? 504 : 502;
 }
 
@@ -459,6 +526,7 @@ relay (struct conn *c, uint64_t up_limit)
     up->eof = true;
   uint64_t up_left = up_limit;
   uint64_t last = nsbox_now_ms ();
+  unsigned idle_wakes = 0;
   c->end = "closed";
   for (;;)
     {
@@ -484,6 +552,18 @@ relay (struct conn *c, uint64_t up_limit)
         p[1].events |= POLLIN;
       if (up->len > up->off)
         p[1].events |= POLLOUT;
+      /* poll reports a hang-up even on an fd that asks for nothing: a side
+       * with nothing to do is left out, or the loop would spin on it. */
+      for (int i = 0; i < 2; i++)
+        if (!p[i].events)
+          p[i].fd = -1;
+      if (p[0].fd < 0 && p[1].fd < 0)
+        break;
+      if (++idle_wakes > RELAY_IDLE_WAKES_MAX)
+        {
+          c->end = "no progress";
+          break;
+        }
       uint64_t now = nsbox_now_ms ();
       if (now - last >= e->idle_ms)
         {
@@ -550,6 +630,13 @@ relay (struct conn *c, uint64_t up_limit)
                 {
                   b->eof = true;
                   progress = true;
+                  /* Plain HTTP: a body cut short leaves the server
+                   * waiting for the rest; nothing more will come. */
+                  if (side == 0 && up_limit != UINT64_MAX && up_left > 0)
+                    {
+                      c->end = "the program ended the request before its body";
+                      failed = true;
+                    }
                 }
               else if (errno != EAGAIN && errno != EINTR)
                 {
@@ -583,7 +670,10 @@ relay (struct conn *c, uint64_t up_limit)
       if (failed)
         break;
       if (progress)
-        last = nsbox_now_ms ();
+        {
+          last = nsbox_now_ms ();
+          idle_wakes = 0;
+        }
     }
 out:
   free (up);
@@ -616,12 +706,16 @@ conn_close (struct conn *c)
 
 /* Reads until `parse` decides; the bytes stay in buf. */
 static int
-read_until (struct conn *c, char *buf, size_t size, size_t *len)
+read_until (struct conn *c, char *buf, size_t size, size_t *len, uint64_t deadline)
 {
   ssize_t n;
   if (*len >= size)
     return -ENOBUFS;
-  int r = wait_fd (c->client, POLLIN, c->e->idle_ms);
+  uint64_t now = nsbox_now_ms ();
+  if (now >= deadline)
+    return -ETIMEDOUT;
+  uint64_t wait = deadline - now < c->e->idle_ms ? deadline - now : c->e->idle_ms;
+  int r = wait_fd (c->client, POLLIN, wait);
   if (r < 0)
     return r;
   do
@@ -655,12 +749,13 @@ serve_connect (struct conn *c, char *buf, size_t len, size_t head_len)
       return;
     }
   memcpy (hello, buf + head_len, have);
+  uint64_t deadline = nsbox_now_ms () + HEAD_DEADLINE_MS;
   char sni[NSBOX_EGRESS_HOST_MAX + 1];
   const char *why = NULL;
   enum nsbox_egress_parse state;
   while ((state = nsbox_egress_client_hello (hello, have, sni, &why)) == NSBOX_EGRESS_MORE)
     {
-      int r = read_until (c, (char *)hello, hello_size, &have);
+      int r = read_until (c, (char *)hello, hello_size, &have, deadline);
       if (r < 0)
         {
           refuse (c, "no TLS ClientHello arrived (%s)", strerror (-r));
@@ -741,7 +836,7 @@ conn_main (void *arg)
   enum nsbox_egress_parse state;
   while ((state = nsbox_egress_parse_request (buf, len, &req)) == NSBOX_EGRESS_MORE)
     {
-      int r = read_until (c, buf, NSBOX_EGRESS_HEAD_MAX, &len);
+      int r = read_until (c, buf, NSBOX_EGRESS_HEAD_MAX, &len, c->started_ms + HEAD_DEADLINE_MS);
       if (r < 0)
         {
           refuse (c, r == -ETIMEDOUT ? "no request arrived (egress-idle-timeout)"
@@ -924,11 +1019,6 @@ nsbox_egress_check (const nsbox_config *config, bool runsc, struct nsbox_error *
                                 "network is none)");
       return 0;
     }
-  if (runsc)
-    return nsbox_error_set (err, EINVAL,
-                            "network: proxy is not available with runtime runsc (gVisor's own "
-                            "network stack keeps the sandbox's loopback out of the launcher's "
-                            "reach); use runtime native");
   if (config->egress_allow_len == 0)
     return nsbox_error_set (err, EINVAL,
                             "network: proxy needs egress-allow: the host names the sandbox may "
@@ -944,6 +1034,11 @@ nsbox_egress_check (const nsbox_config *config, bool runsc, struct nsbox_error *
         return nsbox_error_set (err, EINVAL,
                                 "egress-resolve pins '%s', which egress-allow does not list", name);
     }
+  if (runsc)
+    return nsbox_error_set (err, EINVAL,
+                            "network: proxy is not available with runtime runsc (gVisor's own "
+                            "network stack keeps the sandbox's loopback out of the launcher's "
+                            "reach); use runtime native");
   return 0;
 }
 
@@ -1001,6 +1096,7 @@ nsbox_egress_new (const nsbox_config *config, struct nsbox_egress **out, struct 
     if (!nsbox_egress_pin_parse (config->egress_resolve[i], e->pins[e->n_pins].name,
                                  &e->pins[e->n_pins].address))
       e->n_pins++;
+  collect_local_addresses (e);
   *out = e;
   return 0;
 }
@@ -1034,6 +1130,12 @@ nsbox_egress_stop (struct nsbox_egress *e)
       (void)n;
       pthread_join (e->acceptor, NULL);
     }
+  /* No connection is accepted any more: the sandbox's listener goes now,
+   * whatever threads linger (one may be in getaddrinfo). */
+  pthread_mutex_lock (&e->lock);
+  if (e->listen_fd >= 0)
+    close (TAKE_FD (e->listen_fd));
+  pthread_mutex_unlock (&e->lock);
   struct timespec deadline;
   clock_gettime (CLOCK_REALTIME, &deadline);
   deadline.tv_sec += STOP_WAIT_MS / 1000;

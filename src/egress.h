@@ -26,6 +26,8 @@
 #define NSBOX_EGRESS_HEAD_MAX 16384
 /* A ClientHello is read up to this many bytes (several TLS records). */
 #define NSBOX_EGRESS_HELLO_MAX 65536
+/* ... in at most this many records. */
+#define NSBOX_EGRESS_HELLO_RECORDS_MAX 64
 
 /* ---- names, patterns and addresses (egress_policy.c, pure) ---- */
 
@@ -100,8 +102,9 @@ void nsbox_egress_request_clear (struct nsbox_egress_request *req) NSBOX_INTERNA
 /* Reads the TLS ClientHello at the start of `data` (`len` bytes so far,
  * possibly over several records): MORE, DONE with its server name in `sni`
  * (lower case, at most NSBOX_EGRESS_HOST_MAX bytes), or BAD with `*reason`:
- * not TLS, malformed, no server name, several, or an encrypted
- * ClientHello (ECH hides the real name). */
+ * not TLS, malformed, no server name, several, an encrypted ClientHello
+ * (ECH hides the real name), or more than NSBOX_EGRESS_HELLO_RECORDS_MAX
+ * records. */
 enum nsbox_egress_parse nsbox_egress_client_hello (const uint8_t *data, size_t len,
                                                    char sni[NSBOX_EGRESS_HOST_MAX + 1],
                                                    const char **reason) NSBOX_INTERNAL;

@@ -43,10 +43,9 @@ is_number_label (const char *s, size_t n)
   return false;
 }
 
-const char *
-nsbox_egress_host_normalize (const char *text, size_t len, char out[NSBOX_EGRESS_HOST_MAX + 1])
+static const char *
+host_normalize (const char *text, size_t len, char out[NSBOX_EGRESS_HOST_MAX + 1])
 {
-  out[0] = '\0';
   if (len == 0)
     return not_a_name;
   if (text[0] == '[' || memchr (text, ':', len))
@@ -106,6 +105,17 @@ nsbox_egress_host_normalize (const char *text, size_t len, char out[NSBOX_EGRESS
         }
     }
   return NULL;
+}
+
+/* Nothing is left in `out` when the text is refused: a record never names
+ * a host that was not one. */
+const char *
+nsbox_egress_host_normalize (const char *text, size_t len, char out[NSBOX_EGRESS_HOST_MAX + 1])
+{
+  const char *why = host_normalize (text, len, out);
+  if (why)
+    out[0] = '\0';
+  return why;
 }
 
 const char *
@@ -650,9 +660,18 @@ nsbox_egress_client_hello (const uint8_t *data, size_t len, char sni[NSBOX_EGRES
   /* The handshake bytes of the records so far, gathered. */
   uint8_t *hs = NULL;
   size_t hs_len = 0, at = 0;
+  int records = 0;
   enum nsbox_egress_parse ret = NSBOX_EGRESS_MORE;
   while (at + 5 <= len)
     {
+      /* Real clients use one record, or a few; a hello dribbled out a byte
+       * per record would cost the proxy more than the sender. */
+      if (++records > NSBOX_EGRESS_HELLO_RECORDS_MAX)
+        {
+          *reason = "the TLS ClientHello is split into too many records";
+          ret = NSBOX_EGRESS_BAD;
+          break;
+        }
       const uint8_t *rec = data + at;
       size_t n = be (rec + 3, 2);
       if (rec[0] != TLS_HANDSHAKE || rec[1] != 3 || n == 0 || n > TLS_RECORD_MAX)

@@ -102,8 +102,13 @@ launches_child (void)
 {
   for (struct nsbox_launch *r = launches; r; r = r->next)
     {
-      int *fds[] = { &r->streams.stdin_fd,  &r->streams.stdout_fd, &r->streams.stderr_fd,
-                     &r->streams.report_fd, &r->child.pidfd,       &r->sync_fd };
+      int *fds[] = { &r->streams.stdin_fd,
+                     &r->streams.stdout_fd,
+                     &r->streams.stderr_fd,
+                     &r->streams.report_fd,
+                     &r->child.pidfd,
+                     &r->sync_fd,
+                     &r->tmp_fd };
       for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
         if (*fds[i] >= 0)
           close (TAKE_FD (*fds[i]));
@@ -503,11 +508,13 @@ receive_tmp_fd (struct nsbox_launch *r)
 }
 
 /* network: proxy. init sends the listener after /tmp, before it starts the
- * program: wait for it while init lives, up to the run's timeout. */
+ * program: wait for it while init lives, up to the run's timeout. 0 when
+ * init ended or failed a step first (the supervision reports why). */
 static int
 receive_listener (struct nsbox_launch *r, uint64_t timeout_ms, struct nsbox_error **err)
 {
   uint64_t deadline = nsbox_now_ms () + timeout_ms;
+  bool last_look = false;
   for (;;)
     {
       char tag;
@@ -524,18 +531,20 @@ receive_listener (struct nsbox_launch *r, uint64_t timeout_ms, struct nsbox_erro
           close (fd);
           return nsbox_error_set (err, EPROTO, "egress proxy: init sent an unexpected fd");
         }
+      if (last_look)
+        return 0;
       uint64_t now = nsbox_now_ms ();
-      struct pollfd p[2] = { { r->sync_fd, POLLIN, 0 }, { r->child.pidfd, POLLIN, 0 } };
       if (now >= deadline)
         return nsbox_error_set (err, ETIMEDOUT,
                                 "egress proxy: the sandbox's listener did not arrive");
+      struct pollfd p[2] = { { r->sync_fd, POLLIN, 0 }, { r->child.pidfd, POLLIN, 0 } };
       int n = poll (p, 2, (int)(deadline - now));
       if (n < 0 && errno != EINTR)
         return nsbox_error_sys (err, errno, "egress proxy: wait for the listener");
-      /* init ended or failed a step: the supervision reports why. */
-      if (n > 0 && (p[1].revents || (p[0].revents & (POLLHUP | POLLERR)))
-          && !(p[0].revents & POLLIN))
-        return 0;
+      /* init is gone, or its end of the channel: one more look at what it
+       * sent before. */
+      if (n > 0 && (p[1].revents || (p[0].revents & (POLLHUP | POLLERR))))
+        last_look = true;
     }
 }
 

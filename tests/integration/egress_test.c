@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -49,8 +51,37 @@ make_certs (const char *dir)
   cr_assert (system (cmd) == 0);
 }
 
+static pid_t
+spawn_python (const char *const *argv)
+{
+  pid_t pid = fork ();
+  cr_assert (pid >= 0);
+  if (pid == 0)
+    {
+      /* A failed assertion ends the test without the stop. */
+      prctl (PR_SET_PDEATHSIG, SIGTERM);
+      execvp ("python3", (char **)argv);
+      _exit (127);
+    }
+  return pid;
+}
+
+static unsigned
+wait_port (const char *port_file)
+{
+  for (int i = 0; i < 200; i++)
+    {
+      char buf[32];
+      size_t len = 0;
+      if (read_whole (port_file, buf, sizeof buf, &len) && len > 0 && strtoul (buf, NULL, 10))
+        return (unsigned)strtoul (buf, NULL, 10);
+      sleep_seconds (0.05);
+    }
+  return 0;
+}
+
 static void
-origin_start (struct origin *o, bool tls)
+origin_start_with (struct origin *o, bool tls, bool index)
 {
   make_dir (o->dir, sizeof o->dir);
   char port_file[128], cert[128], key[128];
@@ -60,30 +91,37 @@ origin_start (struct origin *o, bool tls)
   snprintf (key, sizeof key, "%s/server.key", o->dir);
   if (tls)
     make_certs (o->dir);
-  o->pid = fork ();
-  cr_assert (o->pid >= 0);
-  if (o->pid == 0)
+  char index_dir[128];
+  snprintf (index_dir, sizeof index_dir, "%s/index", o->dir);
+  if (index)
     {
-      /* A failed assertion ends the test without origin_stop. */
-      prctl (PR_SET_PDEATHSIG, SIGTERM);
-      const char *argv[] = { "python3", FIXTURES "/origin.py", "--port-file", port_file, "--log",
-                             o->log,    tls ? "--tls" : NULL,  cert,          key,       NULL };
-      execvp ("python3", (char **)argv);
-      _exit (127);
+      char cmd[256];
+      snprintf (cmd, sizeof cmd, "python3 " FIXTURES "/index.py %s >/dev/null", index_dir);
+      cr_assert (system (cmd) == 0, "%s failed", cmd);
     }
-  for (int i = 0; i < 200; i++)
+  const char *argv[12]
+      = { "python3", FIXTURES "/origin.py", "--port-file", port_file, "--log", o->log };
+  size_t n = 6;
+  if (tls)
     {
-      char buf[32];
-      size_t len = 0;
-      if (read_whole (port_file, buf, sizeof buf, &len) && len > 0)
-        {
-          o->port = (unsigned)strtoul (buf, NULL, 10);
-          if (o->port)
-            return;
-        }
-      sleep_seconds (0.05);
+      argv[n++] = "--tls";
+      argv[n++] = cert;
+      argv[n++] = key;
     }
-  cr_assert_fail ("origin.py did not start");
+  if (index)
+    {
+      argv[n++] = "--index";
+      argv[n++] = index_dir;
+    }
+  o->pid = spawn_python (argv);
+  o->port = wait_port (port_file);
+  cr_assert (o->port, "origin.py did not start");
+}
+
+static void
+origin_start (struct origin *o, bool tls)
+{
+  origin_start_with (o, tls, false);
 }
 
 static void
@@ -216,7 +254,7 @@ MODE_TEST (egress, ip_addresses_are_refused_in_every_disguise, .timeout = 60)
             "        r += b\n"
             "    s.close()\n"
             "    r = r.decode(errors='replace')\n"
-            "    return r.split('\\r\\n')[0] + ' | ' + r.split('\\r\\n\\r\\n', 1)[-1].strip()\n"
+            "    return r.split(' (')[0] + ' | ' + r.split('\\r\\n\\r\\n', 1)[-1].strip()\n"
             "for h in hosts:\n"
             "    print('GET', h, ask('GET http://%%s:%u/hello HTTP/1.1' %% h))\n"
             "    print('CONNECT', h, ask('CONNECT %%s:%u HTTP/1.1' %% h))\n",
@@ -351,7 +389,7 @@ MODE_TEST (egress, other_ports_and_other_protocols_are_refused, .timeout = 60)
       "    s.sendall(data)\n"
       "    r = s.recv(4096).decode(errors='replace')\n"
       "    s.close()\n"
-      "    return r.split('\\r\\n')[0] + ' | ' + r.split('\\r\\n\\r\\n', 1)[-1].strip()\n"
+      "    return r.split(' (')[0] + ' | ' + r.split('\\r\\n\\r\\n', 1)[-1].strip()\n"
       "print('port', ask(b'CONNECT web.nsbox.test:%u HTTP/1.1\\r\\n\\r\\n'))\n"
       "print('ssh', ask(b'SSH-2.0-OpenSSH_9.2\\r\\n'))\n"
       "print('tls', ask(bytes([22, 3, 1, 0, 5, 1, 0, 0, 1, 0])))\n"
@@ -561,4 +599,328 @@ Test (egress, bad_egress_configurations_are_refused_before_a_sandbox, .timeout =
       RUN_ASSERT (&out, strstr (out.out, "1") == NULL, "case %zu: the code ran", i);
       run_out_free (&out);
     }
+}
+
+MODE_TEST (egress, the_audit_log_records_every_connection, .timeout = 60)
+{
+  struct origin o;
+  origin_start (&o, false);
+  /* A directory of the launcher's user (maybe the test user): nsbox
+   * creates the log there. */
+  char *dir = user_dir ();
+  char audit[160], audit_arg[200];
+  snprintf (audit, sizeof audit, "%s/audit.log", dir);
+  snprintf (audit_arg, sizeof audit_arg, "%s", audit);
+  char code[768];
+  snprintf (code, sizeof code,
+            "import urllib.request, urllib.error\n"
+            "urllib.request.urlopen('http://web.nsbox.test:%u/hello', timeout=10).read()\n"
+            "try:\n"
+            "    urllib.request.urlopen('http://other.nsbox.test:%u/x', timeout=10)\n"
+            "except urllib.error.HTTPError as e:\n"
+            "    print(e.code)\n",
+            o.port, o.port);
+  const char *const extra[]
+      = { "--egress-allow", "web.nsbox.test", "--audit-log", audit_arg, NULL };
+  struct run_out out;
+  if (egress_run (*mode, &o, code, extra, &out))
+    {
+      size_t len = 0;
+      char *text = read_file (audit, &len);
+      RUN_ASSERT (&out, text && len > 0, "no audit record");
+      json_error_t jerr;
+      json_t *rec = json_loadb (text, strcspn (text, "\n"), 0, &jerr);
+      RUN_ASSERT (&out, rec != NULL, "the record is not JSON: %s", jerr.text);
+      json_t *allow = json_object_get (json_object_get (rec, "limits"), "egress_allow");
+      RUN_ASSERT (&out,
+                  json_array_size (allow) == 1
+                      && strcmp (json_string_value (json_array_get (allow, 0)), "web.nsbox.test")
+                             == 0,
+                  "the record does not name the allowlist");
+      json_t *log
+          = json_object_get (json_object_get (json_object_get (rec, "outcome"), "egress"), "log");
+      RUN_ASSERT (&out, json_array_size (log) == 2, "the record does not hold both connections");
+      json_t *first = json_array_get (log, 0), *second = json_array_get (log, 1);
+      RUN_ASSERT (
+          &out,
+          strcmp (json_string_value (json_object_get (first, "host")), "web.nsbox.test") == 0
+              && strcmp (json_string_value (json_object_get (first, "decision")), "allowed") == 0
+              && strcmp (json_string_value (json_object_get (first, "address")), "127.0.0.1") == 0
+              && json_integer_value (json_object_get (first, "bytes_received")) > 0,
+          "the allowed connection is not recorded as it happened");
+      RUN_ASSERT (
+          &out,
+          strcmp (json_string_value (json_object_get (second, "host")), "other.nsbox.test") == 0
+              && strcmp (json_string_value (json_object_get (second, "decision")), "refused") == 0,
+          "the refused connection is not recorded");
+      /* What the server saw agrees: one request. */
+      RUN_ASSERT (&out, origin_count (&o, "\"event\": \"request\"") == 1, "server requests: %d",
+                  origin_count (&o, "\"event\": \"request\""));
+      json_decref (rec);
+      free (text);
+    }
+  run_out_free (&out);
+  origin_stop (&o);
+  unlink (audit);
+  rmdir (dir);
+  free (dir);
+}
+
+/* pip, unchanged, through the proxy to an HTTPS index (CONNECT, the test
+ * CA given with --cert): the index's name is allowed (and pinned to the
+ * local index server), or it is not. */
+static void
+pip_install (enum run_mode mode, bool allowed)
+{
+  struct origin o;
+  origin_start_with (&o, true, true);
+  char input[160];
+  snprintf (input, sizeof input, "%s/ca.pem:ca.pem", o.dir);
+  char code[1024];
+  snprintf (code, sizeof code,
+            "import subprocess, sys\n"
+            "r = subprocess.run([sys.executable, '-m', 'pip', 'install', '--no-cache-dir',\n"
+            "    '--disable-pip-version-check', '--retries', '1', '--timeout', '10',\n"
+            "    '--target', '/tmp/pkgs', '--cert', '/mnt/in/ca.pem', '--index-url',\n"
+            "    'https://tls.nsbox.test:%u/simple', 'nsbox-probe'],\n"
+            "    capture_output=True, text=True)\n"
+            "print('pip exit', r.returncode)\n"
+            "print(r.stdout[-3000:])\n"
+            "print(r.stderr[-3000:])\n"
+            "sys.path.insert(0, '/tmp/pkgs')\n"
+            "try:\n"
+            "    import nsbox_probe\n"
+            "    print(nsbox_probe.MARKER)\n"
+            "except ImportError:\n"
+            "    print('not installed')\n",
+            o.port);
+  const char *const extra[] = { "--egress-allow",
+                                allowed ? "tls.nsbox.test" : "other.nsbox.test",
+                                "--inputs",
+                                input,
+                                "--timeout",
+                                "90s",
+                                "--memory",
+                                "512m",
+                                "--cpus",
+                                "1",
+                                NULL };
+  struct run_out out;
+  if (egress_run (mode, &o, code, extra, &out))
+    {
+      const char *s = run_stdout (&out, NULL);
+      if (allowed)
+        {
+          RUN_ASSERT (&out, strstr (s, "pip exit 0\n") == s, "pip failed");
+          RUN_ASSERT (&out, strstr (s, "\nnsbox-probe-installed\n") != NULL,
+                      "the package is not importable");
+          RUN_ASSERT (&out, origin_count (&o, "nsbox_probe-1.0-py3-none-any.whl") >= 1,
+                      "the server did not serve the wheel");
+        }
+      else
+        {
+          RUN_ASSERT (&out, strstr (s, "pip exit 0\n") != s, "pip succeeded");
+          RUN_ASSERT (&out, strstr (s, "\nnot installed\n") != NULL, "the package is installed");
+          RUN_ASSERT (&out, strstr (s, "tls.nsbox.test is not on the egress allowlist") != NULL,
+                      "pip's output does not carry the proxy's reason");
+          RUN_ASSERT (&out, origin_count (&o, "\"connection\"") == 0, "the index was reached");
+        }
+    }
+  run_out_free (&out);
+  origin_stop (&o);
+}
+
+MODE_TEST (egress, pip_installs_from_an_allowed_index, .timeout = 180)
+{
+  pip_install (*mode, true);
+}
+
+MODE_TEST (egress, pip_cannot_reach_an_index_not_allowed_and_says_why, .timeout = 180)
+{
+  pip_install (*mode, false);
+}
+
+/* ---- the proxy's own resolution, against a resolver of the test's ----
+ *
+ * In a network and mount namespace of its own (root: the launcher may
+ * still be the test user), with loopback only, /etc/resolv.conf naming a
+ * DNS responder on 127.0.0.1 (dns.py) and /etc/hosts and nsswitch.conf of
+ * the test's: the responder answers rebind.nsbox.test with a public
+ * address first and 127.0.0.1 second, private.nsbox.test with 10.0.0.7.
+ * Nothing leaves the namespace: it has no route anywhere. */
+
+static void
+bind_file (const char *dir, const char *name, const char *content, const char *target)
+{
+  char path[160];
+  snprintf (path, sizeof path, "%s/%s", dir, name);
+  write_text_file (path, content, 0644);
+  if (mount (path, target, NULL, MS_BIND, NULL) < 0)
+    {
+      fprintf (stderr, "bind %s on %s: %s\n", path, target, strerror (errno));
+      _exit (2);
+    }
+}
+
+static void
+loopback_up (void)
+{
+  if (system ("ip link set lo up") != 0)
+    {
+      fprintf (stderr, "ip link set lo up failed\n");
+      _exit (2);
+    }
+}
+
+static int
+count_in (const char *path, const char *needle)
+{
+  size_t len = 0;
+  char *text = read_file (path, &len);
+  int n = 0;
+  for (const char *p = text; p && (p = strstr (p, needle)); p += strlen (needle))
+    n++;
+  free (text);
+  return n;
+}
+
+/* The child's checks: 0 when all hold, else 1 with the reasons on stderr. */
+static int
+rebinding_child (const char *dir)
+{
+  if (unshare (CLONE_NEWNET | CLONE_NEWNS) < 0
+      || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    {
+      fprintf (stderr, "unshare: %s\n", strerror (errno));
+      return 2;
+    }
+  loopback_up ();
+  bind_file (dir, "resolv.conf",
+             "nameserver 127.0.0.1\nsearch corp.nsbox.test\noptions attempts:1 timeout:3\n",
+             "/etc/resolv.conf");
+  bind_file (dir, "hosts", "127.0.0.1 localhost\n", "/etc/hosts");
+  bind_file (dir, "nsswitch.conf", "hosts: files dns\n", "/etc/nsswitch.conf");
+  char dns_log[160], dns_port[160], origin_log[160], origin_port[160];
+  snprintf (dns_log, sizeof dns_log, "%s/dns.log", dir);
+  snprintf (dns_port, sizeof dns_port, "%s/dns.port", dir);
+  snprintf (origin_log, sizeof origin_log, "%s/origin.log", dir);
+  snprintf (origin_port, sizeof origin_port, "%s/origin.port", dir);
+  const char *dns[] = { "python3",
+                        FIXTURES "/dns.py",
+                        "--port",
+                        "53",
+                        "--port-file",
+                        dns_port,
+                        "--log",
+                        dns_log,
+                        "--answers",
+                        "{\"rebind.nsbox.test\": [\"93.184.215.14\", \"127.0.0.1\"], "
+                        "\"private.nsbox.test\": [\"10.0.0.7\"], "
+                        "\"intranet.corp.nsbox.test\": [\"93.184.215.15\"]}",
+                        NULL };
+  const char *origin[]
+      = { "python3", FIXTURES "/origin.py", "--port-file", origin_port, "--log", origin_log, NULL };
+  pid_t dns_pid = spawn_python (dns), origin_pid = spawn_python (origin);
+  unsigned port = wait_port (origin_port);
+  if (!wait_port (dns_port) || !port)
+    {
+      fprintf (stderr, "the servers did not start\n");
+      return 2;
+    }
+  char code[1024], port_arg[16];
+  snprintf (port_arg, sizeof port_arg, "%u", port);
+  snprintf (code, sizeof code,
+            "import urllib.request, urllib.error\n"
+            "for host in ['rebind.nsbox.test', 'rebind.nsbox.test', 'private.nsbox.test',\n"
+            "             'intranet', 'ghost.nsbox.test']:\n"
+            "    try:\n"
+            "        urllib.request.urlopen('http://%%s:%u/hello' %% host, timeout=15)\n"
+            "        print('reached')\n"
+            "    except urllib.error.HTTPError as e:\n"
+            "        print(e.code, e.read().decode().strip())\n",
+            port);
+  const char *const args[]
+      = { "--network", "proxy",          "--egress-allow", "*.nsbox.test", "--egress-allow",
+          "intranet",  "--egress-ports", port_arg,         "--timeout",    "60s",
+          NULL };
+  struct run_out out;
+  run_cli (code, strlen (code), args, &out);
+  kill (dns_pid, SIGTERM);
+  kill (origin_pid, SIGTERM);
+  waitpid (dns_pid, NULL, 0);
+  waitpid (origin_pid, NULL, 0);
+  int failed = 0;
+  if (harness_is_runsc ())
+    {
+      /* Refused before a sandbox, without a lookup. */
+      if (out.exit_status != 125 || !strstr (out.err, "not available with runtime runsc")
+          || count_in (dns_log, "\"type\"") != 0)
+        {
+          fprintf (stderr, "runsc: expected a refusal: %s\n", run_describe (&out));
+          failed = 1;
+        }
+      run_out_free (&out);
+      return failed;
+    }
+  const char *s = run_stdout (&out, NULL);
+  /* One lookup per request, the address it gave used: the public one
+   * first (unreachable here), then the loopback one, refused. */
+  json_t *log = json_object_get (json_object_get (run_json (&out), "egress"), "log");
+  const char *first = json_string_value (json_object_get (json_array_get (log, 0), "address"));
+  const char *second = json_string_value (json_object_get (json_array_get (log, 1), "address"));
+  if (!strstr (s, "502 nsbox egress proxy: cannot connect to rebind.nsbox.test port")
+      || !strstr (s, "403 nsbox egress proxy: rebind.nsbox.test resolves to a loopback address")
+      || !strstr (s, "403 nsbox egress proxy: private.nsbox.test resolves to a private address")
+      || strstr (s, "127.0.0.1") || strstr (s, "10.0.0.7") || !first
+      || strcmp (first, "93.184.215.14") != 0 || !second || strcmp (second, "127.0.0.1") != 0)
+    {
+      fprintf (stderr, "unexpected program output: %s\n", run_describe (&out));
+      failed = 1;
+    }
+  int a_rebind = count_in (dns_log, "\"name\": \"rebind.nsbox.test\", \"type\": \"A\"");
+  int a_private = count_in (dns_log, "\"name\": \"private.nsbox.test\", \"type\": \"A\"");
+  if (a_rebind != 2 || a_private != 1)
+    {
+      fprintf (stderr, "A queries: rebind %d (expected 2), private %d (expected 1)\n", a_rebind,
+               a_private);
+      failed = 1;
+    }
+  /* The resolver's search domain never applies to the proxy's names. */
+  if (count_in (dns_log, "corp.nsbox.test") != 0 || !strstr (s, "cannot resolve intranet")
+      || !strstr (s, "cannot resolve ghost.nsbox.test"))
+    {
+      fprintf (stderr, "a search domain was used: %s\n", run_describe (&out));
+      failed = 1;
+    }
+  if (count_in (origin_log, "\"connection\"") != 0)
+    {
+      fprintf (stderr, "the loopback server was reached\n");
+      failed = 1;
+    }
+  run_out_free (&out);
+  return failed;
+}
+
+Test (egress, a_name_is_resolved_once_and_a_rebinding_answer_is_refused, .timeout = 120)
+{
+  if (geteuid () != 0)
+    {
+      /* Namespaces of the test's own need root. */
+      cr_assert (!harness_must_work (), "this test needs root");
+      cr_skip_test ("needs root");
+    }
+  char dir[64];
+  make_dir (dir, sizeof dir);
+  pid_t pid = fork ();
+  cr_assert (pid >= 0);
+  if (pid == 0)
+    _exit (rebinding_child (dir));
+  int status;
+  cr_assert (waitpid (pid, &status, 0) == pid);
+  char cmd[128];
+  snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system (cmd) != 0)
+    cr_log_warn ("could not remove %s", dir);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
+             "the rebinding checks failed (status %d, see the test's stderr)", status);
 }
