@@ -388,8 +388,8 @@ resolve (struct conn *c, struct sockaddr_storage *out, size_t *n_out, size_t max
            * the whole name is refused. The address goes to the record,
            * not to the program (internal names stay unmapped). */
           address_text (a->ai_addr, c->address, sizeof c->address);
-          refuse (c, "%s resolves to a %s address (only an egress-resolve pin allows that)",
-                  c->host, why);
+          refuse (c, "%s resolves to %s%s address (only an egress-resolve pin allows that)",
+                  c->host, strncmp (why, "this ", 5) == 0 ? "" : "a ", why);
           status = 403;
           break;
         }

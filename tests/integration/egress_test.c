@@ -6,6 +6,7 @@
  * what it printed. No outside address is ever contacted: every name the
  * proxy would resolve is refused before or pinned. Under runsc the mode is
  * refused with its reason, and nothing reaches a server. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -795,6 +797,12 @@ rebinding_child (const char *dir)
       return 2;
     }
   loopback_up ();
+  /* An address of this machine's that no class refuses. */
+  if (system ("ip addr add 93.184.215.20/32 dev lo") != 0)
+    {
+      fprintf (stderr, "ip addr add failed\n");
+      return 2;
+    }
   bind_file (dir, "resolv.conf",
              "nameserver 127.0.0.1\nsearch corp.nsbox.test\noptions attempts:1 timeout:3\n",
              "/etc/resolv.conf");
@@ -816,7 +824,8 @@ rebinding_child (const char *dir)
                         "--answers",
                         "{\"rebind.nsbox.test\": [\"93.184.215.14\", \"127.0.0.1\"], "
                         "\"private.nsbox.test\": [\"10.0.0.7\"], "
-                        "\"intranet.corp.nsbox.test\": [\"93.184.215.15\"]}",
+                        "\"intranet.corp.nsbox.test\": [\"93.184.215.15\"], "
+                        "\"self.nsbox.test\": [\"93.184.215.20\"]}",
                         NULL };
   const char *origin[]
       = { "python3", FIXTURES "/origin.py", "--port-file", origin_port, "--log", origin_log, NULL };
@@ -827,12 +836,22 @@ rebinding_child (const char *dir)
       fprintf (stderr, "the servers did not start\n");
       return 2;
     }
+  /* A service of this machine on that address, on the origin's port. */
+  int self_fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_in self = { .sin_family = AF_INET, .sin_port = htons ((uint16_t)port) };
+  inet_pton (AF_INET, "93.184.215.20", &self.sin_addr);
+  if (self_fd < 0 || bind (self_fd, (struct sockaddr *)&self, sizeof self) < 0
+      || listen (self_fd, 8) < 0)
+    {
+      fprintf (stderr, "listen on 93.184.215.20: %s\n", strerror (errno));
+      return 2;
+    }
   char code[1024], port_arg[16];
   snprintf (port_arg, sizeof port_arg, "%u", port);
   snprintf (code, sizeof code,
             "import urllib.request, urllib.error\n"
             "for host in ['rebind.nsbox.test', 'rebind.nsbox.test', 'private.nsbox.test',\n"
-            "             'intranet', 'ghost.nsbox.test']:\n"
+            "             'intranet', 'ghost.nsbox.test', 'self.nsbox.test']:\n"
             "    try:\n"
             "        urllib.request.urlopen('http://%%s:%u/hello' %% host, timeout=15)\n"
             "        print('reached')\n"
@@ -885,6 +904,14 @@ rebinding_child (const char *dir)
                a_private);
       failed = 1;
     }
+  /* This machine's own address is refused like loopback. */
+  if (!strstr (s, "403 nsbox egress proxy: self.nsbox.test resolves to this machine's own address")
+      || listener_was_connected (self_fd))
+    {
+      fprintf (stderr, "this machine's own address was not refused: %s\n", run_describe (&out));
+      failed = 1;
+    }
+  close (self_fd);
   /* The resolver's search domain never applies to the proxy's names. */
   if (count_in (dns_log, "corp.nsbox.test") != 0 || !strstr (s, "cannot resolve intranet")
       || !strstr (s, "cannot resolve ghost.nsbox.test"))
