@@ -951,3 +951,54 @@ Test (egress, a_name_is_resolved_once_and_a_rebinding_answer_is_refused, .timeou
   cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
              "the rebinding checks failed (status %d, see the test's stderr)", status);
 }
+
+MODE_TEST (egress, slow_readers_keep_the_proxy_small, .timeout = 120)
+{
+  struct origin o;
+  origin_start (&o, false);
+  const char *const extra[] = { "--egress-allow", "web.nsbox.test", NULL };
+  /* The baseline: one small request. */
+  char code[1536];
+  snprintf (code, sizeof code,
+            "import urllib.request\n"
+            "urllib.request.urlopen('http://web.nsbox.test:%u/hello', timeout=10).read()\n",
+            o.port);
+  struct run_out base;
+  if (!egress_run (*mode, &o, code, extra, &base))
+    {
+      run_out_free (&base);
+      origin_stop (&o);
+      return;
+    }
+  /* Eight downloads of 1 GB each, read a few KiB at a time for 3 s: the
+   * servers push as fast as they can, the program hardly reads. */
+  snprintf (code, sizeof code,
+            "import socket, time\n"
+            "socks = []\n"
+            "for i in range(8):\n"
+            "    s = socket.create_connection(('127.0.0.1', 3128), timeout=10)\n"
+            "    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)\n"
+            "    s.sendall(b'GET http://web.nsbox.test:%u/bytes/1000000000 HTTP/1.1\\r\\n'\n"
+            "              b'Host: web.nsbox.test:%u\\r\\n\\r\\n')\n"
+            "    socks.append(s)\n"
+            "got = 0\n"
+            "end = time.time() + 3\n"
+            "while time.time() < end:\n"
+            "    for s in socks:\n"
+            "        got += len(s.recv(1024))\n"
+            "    time.sleep(0.05)\n"
+            "print('read', got)\n",
+            o.port, o.port);
+  struct run_out out;
+  egress_run (*mode, &o, code, extra, &out);
+  const char *s = run_stdout (&out, NULL);
+  RUN_ASSERT (&out, strncmp (s, "read ", 5) == 0 && strtol (s + 5, NULL, 10) > 0,
+              "the downloads did not start");
+  long grown = out.peak_rss_kb - out.base_rss_kb, base_grown = base.peak_rss_kb - base.base_rss_kb;
+  RUN_ASSERT (&out, grown <= base_grown + 8 * 1024,
+              "the launcher grew by %ld kB with slow readers, %ld kB for one small request", grown,
+              base_grown);
+  run_out_free (&base);
+  run_out_free (&out);
+  origin_stop (&o);
+}
