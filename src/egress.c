@@ -32,7 +32,6 @@
 /* At most this many connections are recorded one by one; the rest are
  * counted. */
 #define RECORDS_MAX 256
-#define RELAY_BUFFER 16384
 /* Wake-ups in a row that move no byte before a connection is given up (a
  * safety net: every wake-up should move one). */
 #define RELAY_IDLE_WAKES_MAX 1000
@@ -493,64 +492,108 @@ budget (struct nsbox_egress *e, bool to_upstream, size_t want)
   uint64_t left = e->max_bytes > *used ? e->max_bytes - *used : 0;
   size_t n = want < left ? want : (size_t)left;
   *used += n;
-  if (n < want)
-    hit_limit (e, "egress-bytes");
   pthread_mutex_unlock (&e->lock);
   return n;
 }
 
+/* A connection was cut at the byte budget. */
+static void
+cut_at_budget (struct conn *c)
+{
+  c->end = "cut at the byte limit (egress-bytes)";
+  pthread_mutex_lock (&c->e->lock);
+  hit_limit (c->e, "egress-bytes");
+  pthread_mutex_unlock (&c->e->lock);
+}
+
 /* ---- relaying ---- */
 
-struct pipe_buf
+/* Bytes that the budget reserved and a splice did not move go back. */
+static void
+refund (struct nsbox_egress *e, bool to_upstream, size_t n)
 {
-  char data[RELAY_BUFFER];
-  size_t len, off;
-  bool eof;  /* the reading side ended */
-  bool shut; /* and the writing side was shut down after the last byte */
+  pthread_mutex_lock (&e->lock);
+  uint64_t *used = to_upstream ? &e->sent : &e->received;
+  *used -= n;
+  pthread_mutex_unlock (&e->lock);
+}
+
+/* One direction: the bytes in flight sit in a pipe, moved by splice from
+ * socket to pipe and pipe to socket, never copied through the launcher's
+ * memory. At most a pipe's size is held per direction. */
+struct flow
+{
+  int pipe[2];
+  size_t held; /* bytes in the pipe */
+  bool eof;    /* the reading side ended */
+  bool shut;   /* and the writing side was shut down after the last byte */
 };
+
+#define FLOW_PIPE_SIZE (256 * 1024)
+
+static int
+flow_open (struct flow *f)
+{
+  *f = (struct flow){ { -1, -1 }, 0, false, false };
+  if (pipe2 (f->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+    return -errno;
+  /* Best effort: a bigger pipe moves more per system call. */
+  fcntl (f->pipe[1], F_SETPIPE_SZ, FLOW_PIPE_SIZE);
+  return 0;
+}
+
+static void
+flow_close (struct flow *f)
+{
+  for (int i = 0; i < 2; i++)
+    if (f->pipe[i] >= 0)
+      close (f->pipe[i]);
+}
 
 /* Copies both ways until both sides end, the idle timeout passes, the byte
  * budget runs out or the run ends. `up_limit`: plain HTTP sends only the
- * request body upstream (UINT64_MAX: a tunnel). */
+ * rest of the request body upstream (UINT64_MAX: a tunnel). */
 static void
 relay (struct conn *c, uint64_t up_limit)
 {
   struct nsbox_egress *e = c->e;
-  struct pipe_buf *up = calloc (1, sizeof *up), *down = calloc (1, sizeof *down);
-  if (!up || !down)
+  struct flow up, down;
+  if (flow_open (&up) < 0 || flow_open (&down) < 0)
     {
-      c->end = "out of memory";
-      goto out;
+      c->end = "out of pipes";
+      if (up.pipe[0] >= 0)
+        flow_close (&up);
+      return;
     }
   if (up_limit == 0)
-    up->eof = true;
+    up.eof = true;
   uint64_t up_left = up_limit;
   uint64_t last = nsbox_now_ms ();
   unsigned idle_wakes = 0;
   c->end = "closed";
   for (;;)
     {
-      if (up->eof && up->len == up->off && !up->shut)
+      if (up.eof && up.held == 0 && !up.shut)
         {
           if (up_limit == UINT64_MAX)
             shutdown (c->upstream, SHUT_WR);
-          up->shut = true;
+          up.shut = true;
         }
-      if (down->eof && down->len == down->off && !down->shut)
+      if (down.eof && down.held == 0 && !down.shut)
         {
           shutdown (c->client, SHUT_WR);
-          down->shut = true;
+          down.shut = true;
         }
-      if (down->shut && (up->shut || up_limit != UINT64_MAX))
+      if (down.shut && (up.shut || up_limit != UINT64_MAX))
         break;
       struct pollfd p[2] = { { c->client, 0, 0 }, { c->upstream, 0, 0 } };
-      if (!up->eof && up->len == 0)
+      if (!up.eof && up.held < FLOW_PIPE_SIZE)
         p[0].events |= POLLIN;
-      if (down->len > down->off)
+      if (down.held > 0)
         p[0].events |= POLLOUT;
-      if (!down->eof && down->len == 0)
+      if (!down.eof && down.held < FLOW_PIPE_SIZE)
         p[1].events |= POLLIN;
-      if (up->len > up->off)
+      if (up.held > 0)
         p[1].events |= POLLOUT;
       /* poll reports a hang-up even on an fd that asks for nothing: a side
        * with nothing to do is left out, or the loop would spin on it. */
@@ -592,43 +635,41 @@ relay (struct conn *c, uint64_t up_limit)
       for (int side = 0; side < 2 && !failed; side++)
         {
           /* side 0 reads the client into up, side 1 the upstream into down */
-          struct pipe_buf *b = side == 0 ? up : down;
+          struct flow *f = side == 0 ? &up : &down;
           int from = side == 0 ? c->client : c->upstream;
           int to = side == 0 ? c->upstream : c->client;
-          if (p[side].revents & (POLLIN | POLLHUP | POLLERR) && !b->eof && b->len == 0)
+          uint64_t *count = side == 0 ? &c->sent : &c->received;
+          if ((p[side].revents & (POLLIN | POLLHUP | POLLERR)) && !f->eof
+              && f->held < FLOW_PIPE_SIZE)
             {
-              size_t want = sizeof b->data;
+              size_t want = FLOW_PIPE_SIZE - f->held;
               if (side == 0 && up_left < want)
                 want = (size_t)up_left;
-              ssize_t r = recv (from, b->data, want, MSG_DONTWAIT);
+              size_t allowed = budget (e, side == 0, want);
+              ssize_t r = 0;
+              if (allowed > 0)
+                r = splice (from, NULL, f->pipe[1], NULL, allowed,
+                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+              size_t moved = r > 0 ? (size_t)r : 0;
+              refund (e, side == 0, allowed - moved);
               if (r > 0)
                 {
-                  size_t allowed = budget (e, side == 0, (size_t)r);
-                  b->len = allowed;
-                  b->off = 0;
+                  f->held += moved;
                   progress = true;
-                  if (side == 0 && up_left != UINT64_MAX)
-                    {
-                      up_left -= (uint64_t)r;
-                      if (up_left == 0)
-                        b->eof = true;
-                    }
-                  if (allowed < (size_t)r)
-                    {
-                      c->end = "cut at the byte limit (egress-bytes)";
-                      b->eof = true;
-                      failed = true; /* send what fits, then stop */
-                      send_all (to, b->data, b->len, 1000);
-                      if (side == 0)
-                        c->sent += b->len;
-                      else
-                        c->received += b->len;
-                      b->len = b->off = 0;
-                    }
+                  if (side == 0 && up_left != UINT64_MAX && (up_left -= moved) == 0)
+                    f->eof = true;
+                }
+              else if (allowed == 0)
+                {
+                  /* The budget is spent: what is in the pipes still goes,
+                   * then the connection ends. */
+                  cut_at_budget (c);
+                  up.eof = down.eof = true;
+                  progress = true;
                 }
               else if (r == 0)
                 {
-                  b->eof = true;
+                  f->eof = true;
                   progress = true;
                   /* Plain HTTP: a body cut short leaves the server
                    * waiting for the rest; nothing more will come. */
@@ -640,24 +681,20 @@ relay (struct conn *c, uint64_t up_limit)
                 }
               else if (errno != EAGAIN && errno != EINTR)
                 {
-                  b->eof = true;
+                  f->eof = true;
                   c->end = side == 0 ? "the program's side failed" : "the server's side failed";
                   failed = true;
                 }
             }
           int wside = side == 0 ? 1 : 0;
-          if (b->len > b->off && (p[wside].revents & (POLLOUT | POLLERR | POLLHUP)))
+          if (f->held > 0 && (p[wside].revents & (POLLOUT | POLLERR | POLLHUP)))
             {
-              ssize_t w = send (to, b->data + b->off, b->len - b->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+              ssize_t w
+                  = splice (f->pipe[0], NULL, to, NULL, f->held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
               if (w > 0)
                 {
-                  b->off += (size_t)w;
-                  if (side == 0)
-                    c->sent += (uint64_t)w;
-                  else
-                    c->received += (uint64_t)w;
-                  if (b->off == b->len)
-                    b->len = b->off = 0;
+                  f->held -= (size_t)w;
+                  *count += (uint64_t)w;
                   progress = true;
                 }
               else if (w < 0 && errno != EAGAIN && errno != EINTR)
@@ -675,9 +712,8 @@ relay (struct conn *c, uint64_t up_limit)
           idle_wakes = 0;
         }
     }
-out:
-  free (up);
-  free (down);
+  flow_close (&up);
+  flow_close (&down);
 }
 
 /* ---- one connection ---- */
@@ -782,7 +818,10 @@ serve_connect (struct conn *c, char *buf, size_t len, size_t head_len)
   if (r < 0 || allowed < have)
     {
       c->sent = r < 0 ? 0 : allowed;
-      c->end = r < 0 ? "the server's side failed" : "cut at the byte limit (egress-bytes)";
+      if (r < 0)
+        c->end = "the server's side failed";
+      else
+        cut_at_budget (c);
       return;
     }
   c->sent = allowed;
@@ -797,7 +836,7 @@ serve_plain (struct conn *c, const struct nsbox_egress_request *req, const char 
   size_t head = req->upstream_head_len;
   if (budget (c->e, true, head) < head)
     {
-      c->end = "cut at the byte limit (egress-bytes)";
+      cut_at_budget (c);
       return;
     }
   if (send_all (c->upstream, req->upstream_head, head, c->e->idle_ms) < 0)
@@ -810,9 +849,14 @@ serve_plain (struct conn *c, const struct nsbox_egress_request *req, const char 
   if (body > req->content_length)
     body = (size_t)req->content_length; /* a second request behind it is dropped */
   size_t allowed = budget (c->e, true, body);
-  if (send_all (c->upstream, buf + req->head_len, allowed, c->e->idle_ms) < 0 || allowed < body)
+  if (allowed < body)
     {
-      c->end = allowed < body ? "cut at the byte limit (egress-bytes)" : "the server's side failed";
+      cut_at_budget (c);
+      return;
+    }
+  if (send_all (c->upstream, buf + req->head_len, allowed, c->e->idle_ms) < 0)
+    {
+      c->end = "the server's side failed";
       return;
     }
   c->sent += allowed;

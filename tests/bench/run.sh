@@ -22,7 +22,8 @@
 # BENCH_N, BENCH_TOOLS (default "nsbox bwrap chroot floor").
 # Then tests/bench/capture.sh: the launcher's memory under an output flood;
 # tests/bench/runsc.sh: the runtime runsc rows; then tests/bench/pool.c:
-# the warm pool's rows; tests/bench/audit.c: an audit record's cost; then
+# the warm pool's rows; tests/bench/audit.c: an audit record's cost;
+# tests/bench/egress.sh: the egress proxy's latency and throughput; then
 # tests/mcp/bench.mjs: an MCP tools/call round
 # trip to nsbox mcp against a cold chroot python (needs node).
 set -euo pipefail
@@ -344,6 +345,12 @@ fi
 # run, against the floor of any append-only log, interleaved.
 echo
 "$(cd "$build" && pwd -P)/tests/bench/audit" "$rootfs" "$n" || status=$?
+
+# network: proxy (tests/bench/egress.sh): the latency the egress proxy adds
+# to an HTTP request and its download throughput, against the host's direct
+# connection to the same local server, interleaved.
+echo
+NSBOX_BIN="$nsbox" NSBOX_TEST_ROOTFS="$rootfs" "$here/egress.sh" || status=$?
 
 # nsbox mcp (tests/mcp/bench.mjs): tools/call print(1) through the MCP SDK
 # client, pool warm, against a cold chroot python, interleaved.
