@@ -1002,3 +1002,52 @@ MODE_TEST (egress, slow_readers_keep_the_proxy_small, .timeout = 120)
   run_out_free (&out);
   origin_stop (&o);
 }
+
+/* nsbox serve's pool: its warm entries carry the proxy too, one per run. */
+Test (egress, pooled_runs_through_nsbox_serve_use_the_proxy, .timeout = 120)
+{
+  struct origin o;
+  origin_start (&o, false);
+  char port[16];
+  snprintf (port, sizeof port, "%u", o.port);
+  const char *const args[] = { "--runtime",
+                               "native",
+                               "--network",
+                               "proxy",
+                               "--egress-allow",
+                               "web.nsbox.test",
+                               "--egress-resolve",
+                               "web.nsbox.test=127.0.0.1",
+                               "--egress-ports",
+                               port,
+                               "--pool-size",
+                               "1",
+                               NULL };
+  struct serve_job server;
+  serve_start (args, &server);
+  char code[512];
+  snprintf (code, sizeof code,
+            "import urllib.request\n"
+            "print(urllib.request.urlopen('http://web.nsbox.test:%u/hello', timeout=10)"
+            ".read().decode().strip())\n",
+            o.port);
+  char want[128];
+  snprintf (want, sizeof want, "hello from web.nsbox.test:%u /hello\n", o.port);
+  int warm = 0;
+  for (int i = 0; i < 3; i++)
+    {
+      struct run_out out;
+      serve_run (&server, code, NULL, &out);
+      RUN_ASSERT (&out, strcmp (run_stdout (&out, NULL), want) == 0, "run %d: not reached", i);
+      json_t *e = json_object_get (run_json (&out), "egress");
+      RUN_ASSERT (&out, json_integer_value (json_object_get (e, "connections")) == 1,
+                  "run %d: the report is not this run's own", i);
+      warm += strcmp (run_json_str (&out, "served", NULL), "warm") == 0;
+      run_out_free (&out);
+    }
+  cr_expect_gt (warm, 0, "no run was served warm");
+  cr_expect_eq (origin_count (&o, "\"event\": \"request\""), 3, "server requests: %d",
+                origin_count (&o, "\"event\": \"request\""));
+  cr_expect_eq (serve_stop (&server, NULL), 0);
+  origin_stop (&o);
+}
