@@ -189,6 +189,22 @@ egress_run (enum run_mode mode, const struct origin *o, const char *code, const 
   return false;
 }
 
+/* Python: ask(data) sends raw bytes to the proxy and returns its answer as
+ * "STATUS LINE | BODY" (the status line without its parenthesised reason). */
+#define ASK_PY                                                                                     \
+  "import socket\n"                                                                                \
+  "def ask(data):\n"                                                                               \
+  "    s = socket.create_connection(('127.0.0.1', 3128), timeout=10)\n"                            \
+  "    s.sendall(data)\n"                                                                          \
+  "    r = b''\n"                                                                                  \
+  "    while True:\n"                                                                              \
+  "        b = s.recv(4096)\n"                                                                     \
+  "        if not b: break\n"                                                                      \
+  "        r += b\n"                                                                               \
+  "    s.close()\n"                                                                                \
+  "    r = r.decode(errors='replace')\n"                                                           \
+  "    return r.split(' (')[0] + ' | ' + r.split('\\r\\n\\r\\n', 1)[-1].strip()\n"
+
 static json_t *
 egress_log (struct run_out *out)
 {
@@ -245,21 +261,12 @@ MODE_TEST (egress, ip_addresses_are_refused_in_every_disguise, .timeout = 60)
   snprintf (code, sizeof code,
             "import socket\n"
             "hosts = ['127.0.0.1', '127.1', '2130706433', '0x7f.1', '0x7f000001', '0177.0.0.1',\n"
-            "         '[::ffff:127.0.0.1]', '[::1]', '127.0.0.1.', 'web.nsbox.test.0x7f']\n"
-            "def ask(line):\n"
-            "    s = socket.create_connection(('127.0.0.1', 3128), timeout=10)\n"
-            "    s.sendall(line.encode() + b'\\r\\nHost: x\\r\\n\\r\\n')\n"
-            "    r = b''\n"
-            "    while True:\n"
-            "        b = s.recv(4096)\n"
-            "        if not b: break\n"
-            "        r += b\n"
-            "    s.close()\n"
-            "    r = r.decode(errors='replace')\n"
-            "    return r.split(' (')[0] + ' | ' + r.split('\\r\\n\\r\\n', 1)[-1].strip()\n"
+            "         '[::ffff:127.0.0.1]', '[::1]', '127.0.0.1.', 'web.nsbox.test.0x7f']\n" ASK_PY
             "for h in hosts:\n"
-            "    print('GET', h, ask('GET http://%%s:%u/hello HTTP/1.1' %% h))\n"
-            "    print('CONNECT', h, ask('CONNECT %%s:%u HTTP/1.1' %% h))\n",
+            "    print('GET', h, ask(('GET http://%%s:%u/hello HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'\n"
+            "                         %% h).encode()))\n"
+            "    print('CONNECT', h, ask(('CONNECT %%s:%u HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'\n"
+            "                             %% h).encode()))\n",
             o.port, o.port);
   const char *const extra[] = { "--egress-allow", "web.nsbox.test", NULL };
   struct run_out out;
@@ -385,13 +392,7 @@ MODE_TEST (egress, other_ports_and_other_protocols_are_refused, .timeout = 60)
   char code[1536];
   snprintf (
       code, sizeof code,
-      "import socket\n"
-      "def ask(data):\n"
-      "    s = socket.create_connection(('127.0.0.1', 3128), timeout=10)\n"
-      "    s.sendall(data)\n"
-      "    r = s.recv(4096).decode(errors='replace')\n"
-      "    s.close()\n"
-      "    return r.split(' (')[0] + ' | ' + r.split('\\r\\n\\r\\n', 1)[-1].strip()\n"
+      ASK_PY
       "print('port', ask(b'CONNECT web.nsbox.test:%u HTTP/1.1\\r\\n\\r\\n'))\n"
       "print('ssh', ask(b'SSH-2.0-OpenSSH_9.2\\r\\n'))\n"
       "print('tls', ask(bytes([22, 3, 1, 0, 5, 1, 0, 0, 1, 0])))\n"
