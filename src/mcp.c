@@ -226,6 +226,8 @@ output_schema (void)
                                   "object", "null", "properties", "quota", "type", "string",
                                   "limit", "type", "string", "retry_after_ms", "type", "integer",
                                   "required", "quota", "limit", "retry_after_ms"));
+  /* network: proxy: the egress report; null otherwise. */
+  json_object_set_new (p, "egress", json_pack ("{s:[s,s]}", "type", "object", "null"));
   json_object_set_new (
       p, "limits",
       json_pack ("{s:s,s:{s:s}}", "type", "object", "additionalProperties", "type", "string"));
@@ -259,7 +261,8 @@ output_schema (void)
                                         "served",
                                         "files",
                                         "files_refused",
-                                        "quota_refusal" };
+                                        "quota_refusal",
+                                        "egress" };
   for (size_t i = 0; required && i < ARRAY_SIZE (always); i++)
     json_array_append_new (required, json_string (always[i]));
   return json_pack ("{s:s,s:o,s:o*}", "type", "object", "properties", p, "required", required);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "error.h"
 #include "units.h"
 #include "util.h"
@@ -131,6 +133,43 @@ write_files (FILE *f, const nsbox_result *r)
   return 0;
 }
 
+/* network: proxy: how many connections, each refusal (the first few) and
+ * the limit reached. The host names are the proxy's normalised ones. */
+#define EGRESS_REFUSALS_SHOWN 5
+
+static void
+write_egress (FILE *f, const nsbox_result *r)
+{
+  if (!r->egress)
+    return;
+  json_int_t connections = json_integer_value (json_object_get (r->egress, "connections"));
+  json_int_t refused = json_integer_value (json_object_get (r->egress, "refused"));
+  fprintf (f, "egress: %" JSON_INTEGER_FORMAT " connection%s, %" JSON_INTEGER_FORMAT " refused\n",
+           connections, connections == 1 ? "" : "s", refused);
+  json_t *log = json_object_get (r->egress, "log"), *rec;
+  size_t i, shown = 0;
+  json_array_foreach (log, i, rec)
+  {
+    const char *decision = json_string_value (json_object_get (rec, "decision"));
+    const char *reason = json_string_value (json_object_get (rec, "reason"));
+    if (!decision || strcmp (decision, "refused") != 0 || !reason)
+      continue;
+    if (shown++ == EGRESS_REFUSALS_SHOWN)
+      {
+        fputs ("egress refused: (more)\n", f);
+        break;
+      }
+    cleanup_free char *line = nsbox_printable (reason);
+    fprintf (f, "egress refused: %s\n", line ? line : "?");
+  }
+  const char *limit = json_string_value (json_object_get (r->egress, "limit"));
+  if (limit)
+    {
+      cleanup_free char *line = nsbox_printable (limit);
+      fprintf (f, "egress limit reached: %s\n", line ? line : "?");
+    }
+}
+
 /* A run a quota refused: what and until when, and that nothing ran. */
 static int
 write_refusal (FILE *f, const nsbox_result *r)
@@ -165,7 +204,10 @@ write_text (FILE *f, const nsbox_result *r)
     fprintf (f, "output truncated: %" PRIu64 " bytes omitted from stdout\n", r->stdout_omitted);
   if (r->stderr_truncated)
     fprintf (f, "output truncated: %" PRIu64 " bytes omitted from stderr\n", r->stderr_omitted);
-  if ((ret = write_files (f, r)) < 0 || (ret = write_stream (f, "stdout", out, out_len)) < 0)
+  if ((ret = write_files (f, r)) < 0)
+    return ret;
+  write_egress (f, r);
+  if ((ret = write_stream (f, "stdout", out, out_len)) < 0)
     return ret;
   return write_stream (f, "stderr", errs, err_len);
 }

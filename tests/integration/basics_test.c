@@ -62,7 +62,8 @@ MODE_TEST (basics, json_result_has_exactly_the_documented_fields, .timeout = 30)
                                       "served",
                                       "files",
                                       "files_refused",
-                                      "quota_refusal" };
+                                      "quota_refusal",
+                                      "egress" };
   static const char *const limit_keys[] = { "memory", "cpus", "pids", "tmp" };
   static const char *const mechanisms[] = { "none", "rlimit", "cgroup1", "cgroup2", "tmpfs" };
   struct run_out out;

@@ -157,7 +157,7 @@ test('tools/list: run_python with its input and output schema', { timeout: 12000
   const out = tool.outputSchema;
   assert.equal(out.type, 'object');
   for (const key of ['exit_code', 'timed_out', 'oom_killed', 'stdout', 'stderr', 'stdout_truncated',
-    'timeout_ms', 'runtime', 'files', 'files_refused', 'quota_refusal'])
+    'timeout_ms', 'runtime', 'files', 'files_refused', 'quota_refusal', 'egress'])
     assert.ok(out.properties[key], `outputSchema lacks ${key}`);
   for (const key of ['exit_code', 'timed_out', 'oom_killed', 'stdout', 'stderr', 'files', 'files_refused'])
     assert.ok(out.required.includes(key), `outputSchema does not require ${key}`);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "error.h"
 #include "result.h"
 
@@ -105,6 +107,39 @@ Test (result_text, invalid_utf8_and_nul_become_replacement_characters, .timeout 
   r->stdout_len = 5;
   expect_text (r, "exit code: 0\n--- stdout ---\na\xef\xbf\xbd\xef\xbf\xbd"
                   "b\n--- stderr ---\n(empty)\n");
+  nsbox_result_free (r);
+}
+
+Test (result_text, egress_says_how_many_connections_each_refusal_and_the_limit, .timeout = 5)
+{
+  nsbox_result *r = make_result ("", "");
+  json_error_t jerr;
+  r->egress = json_loads (
+      "{\"connections\": 8, \"refused\": 7, \"limit\": \"egress-bytes\", \"log\": ["
+      "{\"decision\": \"allowed\", \"reason\": \"closed\"},"
+      "{\"decision\": \"refused\", \"reason\": \"a.test is not on the egress allowlist\"},"
+      "{\"decision\": \"refused\", \"reason\": \"b\\nc\"},"
+      "{\"decision\": \"refused\", \"reason\": \"3\"},"
+      "{\"decision\": \"refused\", \"reason\": \"4\"},"
+      "{\"decision\": \"refused\", \"reason\": \"5\"},"
+      "{\"decision\": \"refused\", \"reason\": \"6\"}]}",
+      0, &jerr);
+  cr_assert_not_null (r->egress, "%s", jerr.text);
+  expect_text (r, "exit code: 0\n"
+                  "egress: 8 connections, 7 refused\n"
+                  "egress refused: a.test is not on the egress allowlist\n"
+                  "egress refused: b?c\n"
+                  "egress refused: 3\n"
+                  "egress refused: 4\n"
+                  "egress refused: 5\n"
+                  "egress refused: (more)\n"
+                  "egress limit reached: egress-bytes\n"
+                  "--- stdout ---\n(empty)\n--- stderr ---\n(empty)\n");
+  json_decref (r->egress);
+  r->egress
+      = json_loads ("{\"connections\": 1, \"refused\": 0, \"limit\": null, \"log\": []}", 0, &jerr);
+  expect_text (r, "exit code: 0\negress: 1 connection, 0 refused\n"
+                  "--- stdout ---\n(empty)\n--- stderr ---\n(empty)\n");
   nsbox_result_free (r);
 }
 
