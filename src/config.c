@@ -751,10 +751,7 @@ set_egress_resolve (nsbox_config *config, const struct config_key *key, const ch
   cleanup_free char *entry = NULL;
   if (!why)
     {
-      const void *raw = address.ss_family == AF_INET
-                            ? (const void *)&((struct sockaddr_in *)&address)->sin_addr
-                            : (const void *)&((struct sockaddr_in6 *)&address)->sin6_addr;
-      inet_ntop (address.ss_family, raw, shown, sizeof shown);
+      nsbox_egress_address_text ((const struct sockaddr *)&address, shown, sizeof shown);
       if (!(entry = xasprintf ("%s=%s", name, shown)))
         return nsbox_error_oom (err);
       size_t nl = strlen (name) + 1;
@@ -801,7 +798,7 @@ set_egress_ports (nsbox_config *config, const struct config_key *key, const char
 static char *
 get_egress_ports (const nsbox_config *config)
 {
-  static const uint16_t dflt[] = { 80, 443 };
+  static const uint16_t dflt[] = NSBOX_EGRESS_DEFAULT_PORTS;
   const uint16_t *ports = config->egress_ports_len ? config->egress_ports : dflt;
   size_t n = config->egress_ports_len ? config->egress_ports_len : ARRAY_SIZE (dflt);
   char *text = strdup ("[");

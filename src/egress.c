@@ -217,8 +217,6 @@ status_text (int status)
       return "Bad Request";
     case 403:
       return "Forbidden";
-    case 405:
-      return "Method Not Allowed";
     case 411:
       return "Length Required";
     case 414:
@@ -283,22 +281,12 @@ port_allowed (const struct nsbox_egress *e, uint16_t port)
 }
 
 static bool
-host_allowed (const struct nsbox_egress *e, const char *host)
+host_allowed (char *const *allow, size_t n, const char *host)
 {
-  for (size_t i = 0; i < e->n_allow; i++)
-    if (nsbox_egress_pattern_match (e->allow[i], host))
+  for (size_t i = 0; i < n; i++)
+    if (nsbox_egress_pattern_match (allow[i], host))
       return true;
   return false;
-}
-
-static void
-address_text (const struct sockaddr *sa, char *out, size_t size)
-{
-  const void *raw = sa->sa_family == AF_INET
-                        ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
-                        : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
-  if (!inet_ntop (sa->sa_family, raw, out, (socklen_t)size))
-    snprintf (out, size, "?");
 }
 
 static bool
@@ -386,7 +374,7 @@ resolve (struct conn *c, struct sockaddr_storage *out, size_t *n_out, size_t max
           /* One private address among public ones is a rebinding set-up:
            * the whole name is refused. The address goes to the record,
            * not to the program (internal names stay unmapped). */
-          address_text (a->ai_addr, c->address, sizeof c->address);
+          nsbox_egress_address_text (a->ai_addr, c->address, sizeof c->address);
           refuse (c, "%s resolves to %s%s address (only an egress-resolve pin allows that)",
                   c->host, strncmp (why, "this ", 5) == 0 ? "" : "a ", why);
           status = 403;
@@ -458,7 +446,7 @@ connect_upstream (struct conn *c, const struct sockaddr_storage *addrs, size_t n
           refuse (c, "the run ended");
           return 502;
         }
-      address_text ((const struct sockaddr *)&addrs[i], c->address, sizeof c->address);
+      nsbox_egress_address_text ((const struct sockaddr *)&addrs[i], c->address, sizeof c->address);
       int fd = connect_one (&addrs[i]);
       if (fd >= 0)
         {
@@ -777,8 +765,8 @@ serve_connect (struct conn *c, char *buf, size_t len, size_t head_len)
       return;
     }
   size_t have = len - head_len;
-  uint8_t *hello = malloc (NSBOX_EGRESS_HELLO_MAX + 2 * 5 * 8 + 64);
-  size_t hello_size = NSBOX_EGRESS_HELLO_MAX + 2 * 5 * 8 + 64;
+  size_t hello_size = NSBOX_EGRESS_HELLO_WIRE_MAX;
+  uint8_t *hello = malloc (hello_size);
   if (!hello)
     {
       refuse (c, "out of memory");
@@ -885,7 +873,7 @@ conn_main (void *arg)
         {
           refuse (c, r == -ETIMEDOUT ? "no request arrived (egress-idle-timeout)"
                                      : "the program closed the connection before a request");
-          status = r == -ETIMEDOUT ? 408 : 0;
+          status = r == -ETIMEDOUT ? 400 : 0;
           goto done;
         }
     }
@@ -904,7 +892,7 @@ conn_main (void *arg)
       status = req.status;
       goto done;
     }
-  if (!host_allowed (e, req.host))
+  if (!host_allowed (e->allow, e->n_allow, req.host))
     {
       refuse (c, "%s is not on the egress allowlist", req.host);
       status = 403;
@@ -927,7 +915,7 @@ conn_main (void *arg)
     serve_plain (c, &req, buf, len);
 done:
   if (!c->allowed && status)
-    answer (c, status == 408 ? 400 : status);
+    answer (c, status);
   nsbox_egress_request_clear (&req);
   free (buf);
   record (c);
@@ -1072,9 +1060,7 @@ nsbox_egress_check (const nsbox_config *config, bool runsc, struct nsbox_error *
       char name[NSBOX_EGRESS_HOST_MAX + 1];
       struct sockaddr_storage sa;
       if (nsbox_egress_pin_parse (config->egress_resolve[i], name, &sa) == NULL
-          && !host_allowed (&(struct nsbox_egress){ .allow = config->egress_allow,
-                                                    .n_allow = config->egress_allow_len },
-                            name))
+          && !host_allowed (config->egress_allow, config->egress_allow_len, name))
         return nsbox_error_set (err, EINVAL,
                                 "egress-resolve pins '%s', which egress-allow does not list", name);
     }
@@ -1119,14 +1105,10 @@ nsbox_egress_new (const nsbox_config *config, struct nsbox_egress **out, struct 
   e->max_concurrent = config->egress_concurrent;
   e->max_bytes = config->egress_bytes;
   e->idle_ms = config->egress_idle_ms;
-  e->n_ports = config->egress_ports_len;
-  memcpy (e->ports, config->egress_ports, sizeof e->ports);
-  if (e->n_ports == 0)
-    {
-      e->ports[0] = 80;
-      e->ports[1] = 443;
-      e->n_ports = 2;
-    }
+  static const uint16_t default_ports[] = NSBOX_EGRESS_DEFAULT_PORTS;
+  e->n_ports = config->egress_ports_len ? config->egress_ports_len : ARRAY_SIZE (default_ports);
+  memcpy (e->ports, config->egress_ports_len ? config->egress_ports : default_ports,
+          e->n_ports * sizeof *e->ports);
   e->log = json_array ();
   e->allow = nsbox_strv_dup ((const char *const *)config->egress_allow, config->egress_allow_len);
   e->n_allow = config->egress_allow_len;

@@ -28,6 +28,10 @@
 #define NSBOX_EGRESS_HELLO_MAX 65536
 /* ... in at most this many records. */
 #define NSBOX_EGRESS_HELLO_RECORDS_MAX 64
+/* The most bytes a ClientHello can take on the wire: its handshake header
+ * and body, and a record header per record. */
+#define NSBOX_EGRESS_HELLO_WIRE_MAX                                                                \
+  (4 + NSBOX_EGRESS_HELLO_MAX + 5 * NSBOX_EGRESS_HELLO_RECORDS_MAX)
 
 /* ---- names, patterns and addresses (egress_policy.c, pure) ---- */
 
@@ -54,6 +58,16 @@ bool nsbox_egress_pattern_match (const char *pattern, const char *host) NSBOX_IN
  * 0. NULL or why not. */
 const char *nsbox_egress_pin_parse (const char *text, char name[NSBOX_EGRESS_HOST_MAX + 1],
                                     struct sockaddr_storage *address) NSBOX_INTERNAL;
+
+/* `address` (IPv4 or IPv6) as text, "?" when it cannot be written. */
+void nsbox_egress_address_text (const struct sockaddr *address, char *out,
+                                size_t size) NSBOX_INTERNAL;
+
+/* The ports the proxy connects to when egress-ports is not set. */
+#define NSBOX_EGRESS_DEFAULT_PORTS                                                                 \
+  {                                                                                                \
+    80, 443                                                                                        \
+  }
 
 /* Why the proxy may not connect to `address` unless a pin names it, or
  * NULL for a public unicast address: "loopback", "private", "link-local"
@@ -84,7 +98,7 @@ struct nsbox_egress_request
    * "Connection: close"); malloc'd, NUL-terminated. */
   char *upstream_head;
   size_t upstream_head_len;
-  int status;         /* BAD: 400, 403, 405, 411, 414, 431, 501 */
+  int status;         /* BAD: 400, 403, 411, 414, 431, 500 */
   const char *reason; /* BAD: one line the model can read */
 };
 

@@ -191,6 +191,16 @@ nsbox_egress_pin_parse (const char *text, char name[NSBOX_EGRESS_HOST_MAX + 1],
   return NULL;
 }
 
+void
+nsbox_egress_address_text (const struct sockaddr *sa, char *out, size_t size)
+{
+  const void *raw = sa->sa_family == AF_INET
+                        ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                        : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+  if (!inet_ntop (sa->sa_family, raw, out, (socklen_t)size))
+    snprintf (out, size, "?");
+}
+
 /* ---- address classes ---- */
 
 struct net4
