@@ -446,9 +446,9 @@ nsbox_launch_check_files (const nsbox_config *c, enum nsbox_runtime runtime, boo
 }
 
 /* An fd init sent on the sync channel, in a message of one tag byte; -1
- * when none is there (`flags` MSG_DONTWAIT) or anything is wrong. */
+ * when none is there yet (never blocks) or anything is wrong. */
 static int
-receive_fd (int sync_fd, int flags, char *tag_out)
+receive_fd (int sync_fd, char *tag_out)
 {
   union
   {
@@ -461,7 +461,7 @@ receive_fd (int sync_fd, int flags, char *tag_out)
   msg.msg_control = control.buf;
   msg.msg_controllen = sizeof control.buf;
   *tag_out = 0;
-  if (sync_fd < 0 || recvmsg (sync_fd, &msg, flags | MSG_CMSG_CLOEXEC) != 1)
+  if (sync_fd < 0 || recvmsg (sync_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
     return -1;
   struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
   if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS
@@ -498,7 +498,7 @@ receive_tmp_fd (struct nsbox_launch *r)
   if (r->tmp_fd >= 0)
     return TAKE_FD (r->tmp_fd);
   char tag;
-  int fd = receive_fd (r->sync_fd, MSG_DONTWAIT, &tag);
+  int fd = receive_fd (r->sync_fd, &tag);
   if (fd >= 0 && tag != 't')
     {
       close (fd);
@@ -518,7 +518,7 @@ receive_listener (struct nsbox_launch *r, uint64_t timeout_ms, struct nsbox_erro
   for (;;)
     {
       char tag;
-      int fd = receive_fd (r->sync_fd, MSG_DONTWAIT, &tag);
+      int fd = receive_fd (r->sync_fd, &tag);
       if (fd >= 0 && tag == 'l')
         return fd;
       if (fd >= 0 && tag == 't' && r->tmp_fd < 0)
