@@ -154,30 +154,25 @@ process_ticks (pid_t pid)
 static size_t
 read_children (const char *path, pid_t *stack, size_t n, size_t max)
 {
+  /* PID_MAX_LIMIT: a number above it is no pid (and stops growing). */
+  const uint64_t pid_max = 4194304;
   cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return n;
   char buf[1024];
-  long value = 0;
-  bool digits = false;
+  uint64_t value = 0; /* the number being read, 0 between numbers */
   ssize_t got;
   while ((got = read (fd, buf, sizeof buf)) > 0)
     for (ssize_t i = 0; i < got; i++)
       if (buf[i] >= '0' && buf[i] <= '9')
-        {
-          value = value * 10 + (buf[i] - '0');
-          digits = value <= 4194304;
-          if (!digits)
-            value = 4194305;
-        }
+        value = value > pid_max ? value : value * 10 + (uint64_t)(buf[i] - '0');
       else
         {
-          if (digits && value > 0 && n < max)
+          if (value > 0 && value <= pid_max && n < max)
             stack[n++] = (pid_t)value;
           value = 0;
-          digits = false;
         }
-  if (digits && value > 0 && n < max)
+  if (value > 0 && value <= pid_max && n < max)
     stack[n++] = (pid_t)value;
   return n;
 }
