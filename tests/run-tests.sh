@@ -31,16 +31,23 @@
 # trivial run is here and now (tests/lib/harness.h, harness_time_scale); the
 # tests scale their time bounds by it, and the summary shows it.
 #
-# Knobs: NSBOX_TEST_JOBS (Criterion --jobs; default 2), NSBOX_TEST_PASS_TIMEOUT
-# (seconds per pass, default 600), NSBOX_TEST_ARGS (extra Criterion options,
-# e.g. "--filter 'limits/*'"), NSBOX_TEST_MUST_WORK=1 (CI: no pass may be
-# skipped or run no test).
+# Lanes: the passes run in three lanes side by side (native; runsc as the
+# invoking user; runsc as the test user), each pass printing its output as
+# one block when it ends; the summary keeps one order. A pass alone leaves
+# much of the machine idle; the time scale of each pass is measured under
+# the load the lanes make together.
+#
+# Knobs: NSBOX_TEST_JOBS (Criterion --jobs; default 2), NSBOX_TEST_LANES (3,
+# or 1: the passes one after another, output live), NSBOX_TEST_PASS_TIMEOUT
+# (seconds per pass, default 1200), NSBOX_TEST_ARGS (extra Criterion
+# options, e.g. "--filter 'limits/*'"), NSBOX_TEST_MUST_WORK=1 (CI: no pass
+# may be skipped or run no test).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 build_arg="${NSBOX_BUILD:-build}"
 must_work="${NSBOX_TEST_MUST_WORK:-0}"
-pass_timeout="${NSBOX_TEST_PASS_TIMEOUT:-600}"
+pass_timeout="${NSBOX_TEST_PASS_TIMEOUT:-1200}"
 extra_args=()
 if [ -n "${NSBOX_TEST_ARGS:-}" ]; then
 	# Word-split on purpose: it holds several options.
@@ -84,13 +91,49 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Per-pass results, and the totals for the closing line.
-summary=()
-total_passed=0
-total_failed=0
-any_failed=0
+# Each pass leaves its result in $results/NN (NN: its place in the summary):
+# line 1 "<passed> <failed> <any_failed>", line 2 the summary line. The lanes
+# below run in parallel, each in a subshell, so nothing is kept in shell
+# variables across passes.
+results="$(mktemp -d)"
+tmpdirs+=("$results")
+# The calibration files in it are the test user's too.
+chmod 711 "$results"
+# Whole pass outputs are printed under this lock, one block at a time.
+print_lock="$results/print.lock"
+: >"$print_lock"
 
-# run_pass LABEL [VAR=VALUE...] -- BINARY
+record() { # SEQ PASSED FAILED ANY_FAILED SUMMARY_LINE
+	printf '%s %s %s\n%s\n' "$2" "$3" "$4" "$5" >"$results/$1.tmp"
+	mv -f -- "$results/$1.tmp" "$results/$1"
+}
+
+# show LABEL FILE: the pass's whole output, live when the lanes run one at a
+# time, else as one block when the pass ends.
+show_begin() { # LABEL FILE
+	if [ "$lanes" -eq 1 ]; then
+		printf '\n==== %s ====\n' "$1"
+	fi
+}
+show_end() { # LABEL FILE
+	if [ "$lanes" -gt 1 ]; then
+		{
+			flock 9
+			printf '\n==== %s (ended at %s) ====\n' "$1" "$(date +%T)"
+			cat -- "$2"
+		} 9>>"$print_lock"
+	fi
+}
+# out_sink FILE: where a pass's output goes (a pipe's reader).
+out_sink() {
+	if [ "$lanes" -eq 1 ]; then
+		tee -- "$1"
+	else
+		cat >"$1"
+	fi
+}
+
+# run_pass SEQ LABEL [VAR=VALUE...] -- BINARY
 # Criterion exits 1 when a test logged a warning (cr_log_warn: the hostile
 # harness's "too slow to judge", which reruns the case, and "ended before
 # its RSS was sampled"), with every test passing: the passes run with
@@ -98,24 +141,27 @@ any_failed=0
 # exits non-zero with every test passing is run once more and the summary
 # says so; any other failure is final.
 run_pass() {
-	local before_failed="$total_failed" before_passed="$total_passed" before_any="$any_failed"
-	run_pass_once "$@"
+	local seq="$1"
+	shift
+	run_pass_once "$seq" "$@"
 	if [ "$last_anomaly" -eq 1 ]; then
-		total_failed="$before_failed"
-		total_passed="$before_passed"
-		any_failed="$before_any"
-		unset 'summary[${#summary[@]}-1]'
 		log "$1: the runner exited non-zero with every test passing; running the pass again"
-		run_pass_once "$@"
-		summary[${#summary[@]}-1]="${summary[${#summary[@]}-1]} (second run: the first exited non-zero with every test passing)"
+		run_pass_once "$seq" "$@"
+		local counts line
+		{
+			read -r counts
+			read -r line
+		} <"$results/$seq"
+		# shellcheck disable=SC2086 # three numbers
+		record "$seq" $counts "$line (second run: the first exited non-zero with every test passing)"
 	fi
 }
 
 last_anomaly=0
 run_pass_once() {
 	last_anomaly=0
-	local label="$1"
-	shift
+	local seq="$1" label="$2"
+	shift 2
 	local envs=()
 	while [ "$1" != "--" ]; do
 		envs+=("$1")
@@ -123,18 +169,18 @@ run_pass_once() {
 	done
 	shift
 	local out rc line why tested=0 passing=0 failing=0 crashing=0 calib notes=""
-	out="$(mktemp)"
-	calib="$(mktemp)"
-	tmpdirs+=("$out" "$calib")
+	out="$(mktemp -p "$results")"
+	calib="$(mktemp -p "$results")"
 	# Readable and writable by the test binary whoever it runs as.
 	chmod 666 "$calib"
-	printf '\n==== %s ====\n' "$label"
+	show_begin "$label"
 	local began=$SECONDS
 	set +e
 	env "${envs[@]}" NSBOX_TEST_CALIBRATION="$calib" timeout --kill-after=30 "$pass_timeout" \
-		"$1" --jobs "$jobs" --ignore-warnings "${extra_args[@]}" 2>&1 | tee "$out"
+		"$1" --jobs "$jobs" --ignore-warnings "${extra_args[@]}" 2>&1 | out_sink "$out"
 	rc="${PIPESTATUS[0]}"
 	set -e
+	show_end "$label" "$out"
 	# Criterion: "[====] Synthesis: Tested: 5 | Passing: 4 | Failing: 1 | Crashing: 0"
 	line="$(grep -a 'Synthesis: Tested:' "$out" | tail -n1 || true)"
 	if [ -n "$line" ]; then
@@ -153,8 +199,7 @@ run_pass_once() {
 		# "<scale> <median ms>"
 		notes="$notes$(awk '{ printf ", time scale %s (a trivial run took %s ms)", $1, $2 }' "$calib")"
 	fi
-	local bad=$((failing + crashing))
-	total_passed=$((total_passed + passing))
+	local bad=$((failing + crashing)) failed=0
 	why="exit $rc"
 	if [ "$rc" -eq 0 ] && grep -aqE 'ERROR: (Address|Leak|Memory|Thread)Sanitizer|runtime error:' "$out"; then
 		rc=1
@@ -165,44 +210,64 @@ run_pass_once() {
 		&& [ "$tested" -eq "$passing" ] && [ "$why" = "exit $rc" ]; then
 		last_anomaly=1
 	fi
+	local summary_line
 	if [ "$rc" -ne 0 ]; then
-		any_failed=1
+		failed=1
 		# A failing exit with no failing test counted (timeout, crash of the
 		# runner, sanitizer report at exit) still counts as one failure.
 		[ "$bad" -gt 0 ] || bad=1
 		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-			summary+=("FAIL  $label: timed out after ${pass_timeout}s$notes")
+			summary_line="FAIL  $label: timed out after ${pass_timeout}s$notes"
 		else
-			summary+=("FAIL  $label: $why; tested $tested, passing $passing, failing $failing, crashing $crashing$notes")
+			summary_line="FAIL  $label: $why; tested $tested, passing $passing, failing $failing, crashing $crashing$notes"
 		fi
 	elif [ "$tested" -eq 0 ] && [ "$must_work" = 1 ]; then
 		# A pass that ran nothing proves nothing: in CI that is a failure.
-		any_failed=1
+		failed=1
 		bad=1
-		summary+=("FAIL  $label: ran no test (NSBOX_TEST_MUST_WORK=1)$notes")
+		summary_line="FAIL  $label: ran no test (NSBOX_TEST_MUST_WORK=1)$notes"
 	elif [ "$tested" -eq 0 ]; then
-		summary+=("WARN  $label: ran no test")
+		summary_line="WARN  $label: ran no test"
 	else
-		summary+=("ok    $label: tested $tested, passing $passing$notes")
+		summary_line="ok    $label: tested $tested, passing $passing$notes"
 	fi
-	total_failed=$((total_failed + bad))
+	record "$seq" "$passing" "$bad" "$failed" "$summary_line"
 }
 
-skip_pass() { # LABEL REASON
+skip_pass() { # SEQ LABEL REASON
 	if [ "$must_work" = 1 ]; then
-		summary+=("FAIL  $1: not run: $2 (NSBOX_TEST_MUST_WORK=1)")
-		any_failed=1
-		total_failed=$((total_failed + 1))
+		record "$1" 0 1 1 "FAIL  $2: not run: $3 (NSBOX_TEST_MUST_WORK=1)"
 	else
-		summary+=("SKIP  $1: $2")
+		record "$1" 0 0 0 "SKIP  $2: $3"
 	fi
-	log "SKIPPED $1: $2"
+	log "SKIPPED $2: $3"
 }
 
-run_pass "unit" -- "$unit"
-run_pass "integration as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME \
-	-- "$integration"
+# nsbox mcp (tests/mcp): node's TAP summary ("# tests N", "# pass N",
+# "# fail N") gives the counts.
+run_mcp_pass() { # SEQ LABEL [VAR=VALUE...]
+	local seq="$1" label="$2" out rc tested=0 passing=0 failing=0 began=$SECONDS
+	shift 2
+	out="$(mktemp -p "$results")"
+	show_begin "$label"
+	set +e
+	env "$@" timeout --kill-after=30 "$pass_timeout" "$here/mcp/run.sh" 2>&1 | out_sink "$out"
+	rc="${PIPESTATUS[0]}"
+	set -e
+	show_end "$label" "$out"
+	tested="$(sed -n 's/^# tests \([0-9]*\)$/\1/p' "$out" | tail -n1)"
+	passing="$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out" | tail -n1)"
+	failing="$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out" | tail -n1)"
+	tested="${tested:-0}" passing="${passing:-0}" failing="${failing:-0}"
+	if [ "$rc" -ne 0 ] || [ "$failing" -gt 0 ] || { [ "$tested" -eq 0 ] && [ "$must_work" = 1 ]; }; then
+		[ "$failing" -gt 0 ] || failing=1
+		record "$seq" "$passing" "$failing" 1 "FAIL  $label: exit $rc; tested $tested, passing $passing in $((SECONDS - began)) s"
+	else
+		record "$seq" "$passing" 0 0 "ok    $label: tested $tested, passing $passing in $((SECONDS - began)) s"
+	fi
+}
 
+# What the passes need, found before any lane starts.
 runsc_bin="${NSBOX_RUNSC:-$(command -v runsc || true)}"
 runsc_why=""
 if [ "${NSBOX_TEST_RUNSC:-1}" = 0 ]; then
@@ -210,20 +275,15 @@ if [ "${NSBOX_TEST_RUNSC:-1}" = 0 ]; then
 elif [ -z "$runsc_bin" ]; then
 	runsc_why="runsc not installed (apt-get install runsc)"
 fi
-if [ -z "$runsc_why" ]; then
-	run_pass "integration under runsc as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER \
-		NSBOX_TEST_RUNTIME=runsc -- "$integration"
-else
-	skip_pass "integration under runsc as $(id -un)" "$runsc_why"
-fi
 
-user_label="integration as unprivileged test user"
+# user_why: why the passes as the unprivileged test user cannot run (empty
+# when they can); then test_user, uid, gid and user_bin are set.
+user_why=""
+user_bin=""
 if [ "$(id -u)" -ne 0 ]; then
-	skip_pass "$user_label" "needs root to create and switch to the test user"
-	skip_pass "$user_label under runsc" "needs root to create and switch to the test user"
+	user_why="needs root to create and switch to the test user"
 elif ! test_user="$("$here/fixtures/testuser.sh")"; then
-	skip_pass "$user_label" "tests/fixtures/testuser.sh failed (see above)"
-	skip_pass "$user_label under runsc" "tests/fixtures/testuser.sh failed (see above)"
+	user_why="tests/fixtures/testuser.sh failed (see above)"
 else
 	uid="$(id -u "$test_user")"
 	gid="$(id -g "$test_user")"
@@ -243,103 +303,153 @@ else
 		log "$test_user cannot run $NSBOX_BIN; using a copy at $user_bin"
 	fi
 	if ! as_user test -x "$NSBOX_TEST_ROOTFS/usr/bin/python3"; then
-		skip_pass "$user_label" "$test_user cannot reach $NSBOX_TEST_ROOTFS/usr/bin/python3 (check the modes of the rootfs and its parents)"
-	else
-		run_pass "integration as $test_user (uid $uid)" -u NSBOX_TEST_RUNTIME \
-			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
-		if [ -z "$runsc_why" ]; then
-			run_pass "integration under runsc as $test_user (uid $uid)" \
-				NSBOX_TEST_RUNTIME=runsc NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" \
-				-- "$integration"
-		else
-			skip_pass "$user_label under runsc" "$runsc_why"
-		fi
+		user_why="$test_user cannot reach $NSBOX_TEST_ROOTFS/usr/bin/python3 (check the modes of the rootfs and its parents)"
 	fi
 fi
 
-# The hostile corpus: the same four passes as the integration suite, with
-# NSBOX_HOSTILE_DIR naming the corpus.
 hostile="$build/tests/hostile"
-if [ -x "$hostile" ]; then
-	export NSBOX_HOSTILE_DIR="$here/hostile"
-	run_pass "hostile as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME \
-		-- "$hostile"
-	if [ -z "$runsc_why" ]; then
-		run_pass "hostile under runsc as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER \
-			NSBOX_TEST_RUNTIME=runsc -- "$hostile"
-	else
-		skip_pass "hostile under runsc as $(id -un)" "$runsc_why"
-	fi
-	if [ -n "${user_bin:-}" ] && as_user test -x "$NSBOX_TEST_ROOTFS/usr/bin/python3"; then
-		run_pass "hostile as $test_user (uid $uid)" -u NSBOX_TEST_RUNTIME \
-			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$hostile"
-		if [ -z "$runsc_why" ]; then
-			run_pass "hostile under runsc as $test_user (uid $uid)" NSBOX_TEST_RUNTIME=runsc \
-				NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$hostile"
-		else
-			skip_pass "hostile as unprivileged test user under runsc" "$runsc_why"
-		fi
-	else
-		skip_pass "hostile as unprivileged test user" "no usable test user (see above)"
-	fi
-fi
+export NSBOX_HOSTILE_DIR="$here/hostile"
+me="$(id -un) (uid $(id -u))"
+user_label="unprivileged test user"
+[ -n "$user_why" ] || user_label="$test_user (uid $uid)"
 
-# nsbox mcp (tests/mcp): node's TAP summary ("# tests N", "# pass N",
-# "# fail N") gives the counts.
-run_mcp_pass() { # LABEL [VAR=VALUE...]
-	local label="$1" out rc tested=0 passing=0 failing=0 began=$SECONDS
-	shift
-	out="$(mktemp)"
-	tmpdirs+=("$out")
-	printf '\n==== %s ====\n' "$label"
-	set +e
-	env "$@" timeout --kill-after=30 "$pass_timeout" "$here/mcp/run.sh" 2>&1 | tee "$out"
-	rc="${PIPESTATUS[0]}"
-	set -e
-	tested="$(sed -n 's/^# tests \([0-9]*\)$/\1/p' "$out" | tail -n1)"
-	passing="$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out" | tail -n1)"
-	failing="$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out" | tail -n1)"
-	tested="${tested:-0}" passing="${passing:-0}" failing="${failing:-0}"
-	total_passed=$((total_passed + passing))
-	if [ "$rc" -ne 0 ] || [ "$failing" -gt 0 ] || { [ "$tested" -eq 0 ] && [ "$must_work" = 1 ]; }; then
-		any_failed=1
-		[ "$failing" -gt 0 ] || failing=1
-		total_failed=$((total_failed + failing))
-		summary+=("FAIL  $label: exit $rc; tested $tested, passing $passing in $((SECONDS - began)) s")
+# The lanes: three groups of passes that share nothing (each test makes its
+# own directories, sockets and cgroups) and run side by side, since one pass
+# leaves much of this machine idle (namespaces torn down, runs held to their
+# CPU quota). Within a lane the passes run in turn; the summary keeps one
+# order whatever the lanes. NSBOX_TEST_LANES=1 runs them one after another.
+#   native: unit; integration, hostile and mcp as root and as the test user;
+#           image
+#   runsc as the invoking user; runsc as the test user: integration, hostile.
+lane_native() {
+	run_pass 01 "unit" -- "$unit"
+	run_pass 02 "integration as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$integration"
+	if [ -n "$user_why" ]; then
+		skip_pass 04 "integration as $user_label" "$user_why"
 	else
-		summary+=("ok    $label: tested $tested, passing $passing in $((SECONDS - began)) s")
+		run_pass 04 "integration as $user_label" -u NSBOX_TEST_RUNTIME \
+			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
+	fi
+	if [ -x "$hostile" ]; then
+		run_pass 06 "hostile as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$hostile"
+		if [ -n "$user_why" ]; then
+			skip_pass 08 "hostile as $user_label" "$user_why"
+		else
+			run_pass 08 "hostile as $user_label" -u NSBOX_TEST_RUNTIME \
+				NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$hostile"
+		fi
+	fi
+	local mcp_label="mcp (node, MCP SDK client)"
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+		skip_pass 10 "$mcp_label" "node or npm not installed (tests/fixtures/deps.sh)"
+	else
+		run_mcp_pass 10 "$mcp_label as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME
+		if [ -n "$user_why" ]; then
+			skip_pass 11 "$mcp_label as $user_label" "$user_why"
+		else
+			# Installed as root first: the test user only reads the cache.
+			"$here/mcp/run.sh" --install-only >/dev/null
+			run_mcp_pass 11 "$mcp_label as $user_label" -u NSBOX_TEST_RUNTIME \
+				NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin"
+		fi
+	fi
+	# rootfs-tools: $NSBOX_BUILD/tests/image (store, layers, offline inputs,
+	# registry client) when it was built, with NSBOX_IMAGE_BIN set. It drives
+	# umoci, skopeo and docker-registry; without them the pass is skipped.
+	local image_tests="$build/tests/image" tool image_missing=""
+	if [ -x "$image_tests" ]; then
+		for tool in umoci skopeo docker-registry; do
+			command -v "$tool" >/dev/null 2>&1 || image_missing="$image_missing $tool"
+		done
+		if [ -n "$image_missing" ]; then
+			skip_pass 12 "image" "missing:$image_missing (apt-get install$image_missing)"
+		else
+			run_pass 12 "image" NSBOX_IMAGE_BIN="$build/nsbox-image" -- "$image_tests"
+		fi
 	fi
 }
 
-mcp_label="mcp (node, MCP SDK client)"
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-	skip_pass "$mcp_label" "node or npm not installed (tests/fixtures/deps.sh)"
-else
-	run_mcp_pass "$mcp_label as $(id -un) (uid $(id -u))" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME
-	if [ -n "${user_bin:-}" ] && as_user test -x "$NSBOX_TEST_ROOTFS/usr/bin/python3"; then
-		# Installed as root first: the test user only reads the cache.
-		"$here/mcp/run.sh" --install-only >/dev/null
-		run_mcp_pass "$mcp_label as $test_user (uid $uid)" -u NSBOX_TEST_RUNTIME \
-			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin"
-	else
-		skip_pass "$mcp_label as unprivileged test user" "no usable test user (see above)"
+lane_runsc_self() {
+	if [ -n "$runsc_why" ]; then
+		skip_pass 03 "integration under runsc as $me" "$runsc_why"
+		[ -x "$hostile" ] && skip_pass 07 "hostile under runsc as $me" "$runsc_why"
+		return 0
 	fi
+	run_pass 03 "integration under runsc as $me" -u NSBOX_TEST_USER \
+		NSBOX_TEST_RUNTIME=runsc -- "$integration"
+	if [ -x "$hostile" ]; then
+		run_pass 07 "hostile under runsc as $me" -u NSBOX_TEST_USER \
+			NSBOX_TEST_RUNTIME=runsc -- "$hostile"
+	fi
+}
+
+lane_runsc_user() {
+	local why="${user_why:-$runsc_why}"
+	if [ -n "$why" ]; then
+		skip_pass 05 "integration under runsc as $user_label" "$why"
+		[ -x "$hostile" ] && skip_pass 09 "hostile under runsc as $user_label" "$why"
+		return 0
+	fi
+	run_pass 05 "integration under runsc as $user_label" NSBOX_TEST_RUNTIME=runsc \
+		NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
+	if [ -x "$hostile" ]; then
+		run_pass 09 "hostile under runsc as $user_label" NSBOX_TEST_RUNTIME=runsc \
+			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$hostile"
+	fi
+}
+
+lanes="${NSBOX_TEST_LANES:-3}"
+case "$lanes" in
+1 | 3) ;;
+*) die "NSBOX_TEST_LANES must be 1 or 3, not '$lanes'" ;;
+esac
+if [ "$lanes" -eq 1 ]; then
+	lane_native
+	lane_runsc_self
+	lane_runsc_user
+else
+	log "three lanes side by side (NSBOX_TEST_LANES=1 runs them in turn); each pass prints its output when it ends"
+	lane_pids=()
+	lane_native &
+	lane_pids+=("$!")
+	lane_runsc_self &
+	lane_pids+=("$!")
+	lane_runsc_user &
+	lane_pids+=("$!")
 fi
 
-# rootfs-tools: $NSBOX_BUILD/tests/image (store, layers, offline inputs,
-# registry client) when it was built, with NSBOX_IMAGE_BIN set. It drives
-# umoci, skopeo and docker-registry; without them the pass is skipped.
-image_tests="$build/tests/image"
-if [ -x "$image_tests" ]; then
-	image_missing=""
-	for tool in umoci skopeo docker-registry; do
-		command -v "$tool" >/dev/null 2>&1 || image_missing="$image_missing $tool"
+summary=()
+total_passed=0
+total_failed=0
+any_failed=0
+if [ "$lanes" -gt 1 ]; then
+	# A lane that stopped on an error of its own (not a test's: those are
+	# recorded) may have left passes unrun: that is a failure.
+	for pid in "${lane_pids[@]}"; do
+		rc=0
+		wait "$pid" || rc=$?
+		if [ "$rc" -ne 0 ]; then
+			summary+=("FAIL  a lane stopped with status $rc before its last pass (see above)")
+			any_failed=1
+			total_failed=$((total_failed + 1))
+		fi
 	done
-	if [ -n "$image_missing" ]; then
-		skip_pass "image" "missing:$image_missing (apt-get install$image_missing)"
-	else
-		run_pass "image" NSBOX_IMAGE_BIN="$build/nsbox-image" -- "$image_tests"
-	fi
+fi
+for f in "$results"/[0-9][0-9]; do
+	[ -e "$f" ] || continue
+	{
+		read -r p b a
+		read -r line
+	} <"$f"
+	summary+=("$line")
+	total_passed=$((total_passed + p))
+	total_failed=$((total_failed + b))
+	[ "$a" -eq 0 ] || any_failed=1
+done
+if ! compgen -G "$results/[0-9][0-9]" >/dev/null; then
+	summary+=("FAIL  no pass recorded a result")
+	any_failed=1
+	total_failed=$((total_failed + 1))
 fi
 
 printf '\n==== summary (%s) ====\n' "$build_arg"

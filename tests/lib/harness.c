@@ -505,8 +505,10 @@ run_cli_text (const char *code, size_t len, const char *const *extra_args, struc
 
 #define CALIBRATION_RUNS 5
 /* Beyond this the machine is too slow for the suite to say anything: the
- * scale stops here and the bounds it would need fail loudly. */
-#define MAX_TIME_SCALE 10.0
+ * scale stops here and the bounds it would need fail loudly. The lanes of
+ * tests/run-tests.sh load the machine on purpose: a sanitizer build's
+ * native pass beside two runsc passes has measured 9 here. */
+#define MAX_TIME_SCALE 20.0
 
 static int
 cmp_double (const void *a, const void *b)
