@@ -506,8 +506,9 @@ run_cli_text (const char *code, size_t len, const char *const *extra_args, struc
 #define CALIBRATION_RUNS 5
 /* Beyond this the machine is too slow for the suite to say anything: the
  * scale stops here and the bounds it would need fail loudly. The lanes of
- * tests/run-tests.sh load the machine on purpose: a sanitizer build's
- * native pass beside two runsc passes has measured 9 here. */
+ * tests/run-tests.sh load the machine on purpose: a native pass beside two
+ * runsc passes measured 9.3 on this 2-CPU machine, and a sanitizer build's
+ * native pass alone 7.2 on a slow day. */
 #define MAX_TIME_SCALE 20.0
 
 static int
