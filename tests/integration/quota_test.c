@@ -180,25 +180,55 @@ Test (quota, a_concurrent_run_is_refused_while_the_first_is_alive, .timeout = 12
   drop_dir (dir);
 }
 
-/* In one launcher (a pool: the library's in-process accounting), sleepers
- * whose wall time together exceeds the CPU quota all run; busy loops spend
- * it and are refused. */
-/* Each busy run burns BURN_S seconds of its own CPU time (measured by the
- * program) and ends: what it spends does not depend on how much of the
- * machine it gets, so the verdicts do not depend on the machine's load. A
- * run is admitted while the CPU used so far plus its own possible CPU (its
- * timeout times cpus, 0.5) fits in the quota; the quota leaves room for
- * 1.5 burns beyond that: two busy runs are admitted, the third is refused.
- * The sleepers before them spend far more wall time than the quota and
- * almost no CPU: they must all run. */
-#define BURN_S 1.0
+/* Host CPU seconds that `for _ in range(n): pass` costs the rootfs's own
+ * python3 (the least of three tries), run on the host outside any sandbox
+ * (-S: its site setup would look for the host's paths). */
+static double
+host_loop_cpu (long n)
+{
+  double best = 0;
+  for (int i = 0; i < 3; i++)
+    {
+      char cmd[4352];
+      snprintf (cmd, sizeof cmd,
+                "'%s/usr/bin/python3' -S -c 'import time\nt = time.process_time()\n"
+                "for _ in range(%ld): pass\nprint(time.process_time() - t)'",
+                harness_rootfs (), n);
+      FILE *f = popen (cmd, "r");
+      cr_assert_not_null (f, "popen python3");
+      double c = 0;
+      int got = fscanf (f, "%lf", &c);
+      cr_assert (pclose (f) == 0 && got == 1 && c > 0, "%s", cmd);
+      if (i == 0 || c < best)
+        best = c;
+    }
+  return best;
+}
 
+/* In one launcher (a pool: the library's in-process accounting), sleepers
+ * whose wall time together exceeds the CPU quota all run; busy runs spend
+ * it and are refused.
+ *
+ * Each busy run makes a fixed number of loop turns, about a second of CPU
+ * as measured on the host first, and ends: what it spends does not depend
+ * on how much of the machine it gets, so the verdicts do not depend on the
+ * machine's load (the program's own clock is no measure: gVisor counts the
+ * time its task is throttled as its CPU time). A run is admitted while the
+ * CPU used so far plus its own possible CPU (timeout times cpus, 0.5) fits
+ * in the quota; the quota leaves room for 1.5 busy runs beyond that: two
+ * are admitted, the third is refused. The sleepers before them spend more
+ * wall time than the quota and almost no CPU: they must all run. */
 Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
 {
+  long turns = 10000000;
+  turns = (long)((double)turns / host_loop_cpu (turns));
+  double burn = host_loop_cpu (turns);
   double t = harness_scaled (6.0);
   char timeout[32], quota[32];
   snprintf (timeout, sizeof timeout, "%.0fms", t * 1000);
-  snprintf (quota, sizeof quota, "%.0fms", (t * 0.5 + BURN_S * 1.5) * 1000);
+  snprintf (quota, sizeof quota, "%.0fms", (t * 0.5 + burn * 1.5) * 1000);
+  cr_log_info ("%ld loop turns cost %.3f s of host CPU; timeout %s, quota %s", turns, burn,
+               timeout, quota);
   const char *const args[]
       = { "--timeout", timeout, "--quota-cpu-time", quota, "--session", "cpu", NULL };
   struct pool_job pool;
@@ -213,14 +243,9 @@ Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
                   "sleeper %d must run: sleeping spends wall time, not CPU", i + 1);
       run_out_free (&out);
     }
-  /* The clock is read every few milliseconds of loop, not every turn: a
-   * system call per turn would cost gVisor more than the loop. */
-  char busy[200];
+  char busy[160];
   snprintf (busy, sizeof busy,
-            "import time\nprint('busy', flush=True)\nt0 = time.process_time()\n"
-            "while time.process_time() - t0 < %.1f:\n    for _ in range(100000): pass\n"
-            "print('burnt')\n",
-            BURN_S);
+            "print('busy', flush=True)\nfor _ in range(%ld): pass\nprint('burnt')\n", turns);
   int busy_admitted = 0;
   bool refused = false;
   for (int i = 0; i < 4 && !refused; i++)
@@ -238,12 +263,12 @@ Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
       else
         {
           RUN_ASSERT (&out, ran (&out, "burnt"),
-                      "an admitted busy run burns its %.1f s of CPU within %s", BURN_S, timeout);
+                      "an admitted busy run makes its %ld turns within %s", turns, timeout);
           busy_admitted++;
         }
       run_out_free (&out);
     }
-  cr_expect (refused, "busy runs of %.1f s CPU each were never refused by a quota of %s", BURN_S,
+  cr_expect (refused, "busy runs of %.3f s CPU each were never refused by a quota of %s", burn,
              quota);
   cr_expect (busy_admitted == 2, "%d busy runs admitted, expected 2", busy_admitted);
   pool_stop (&pool);
