@@ -24,10 +24,18 @@ int nsbox_launch_start (const nsbox_config *config, struct nsbox_launch **launch
                         struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* Feeds `code` to the program, closes its stdin and supervises it exactly
- * like a cold run, the timeout counted from this call; fills `res` and
- * destroys the sandbox. Frees `launch` in every case. */
+ * like a cold run, the timeout counted from this call; fills `res`. When it
+ * returns, in every case, no process of the sandbox is left (init is
+ * reaped, and with it the PID namespace). What is left is freed by
+ * nsbox_launch_release, which the caller calls, at once or off its request
+ * path: the mount namespace (unmounting it is most of a sandbox's
+ * teardown), the cgroups, the image lock, the fds and `launch` itself. */
 int nsbox_launch_finish (struct nsbox_launch *launch, const struct nsbox_dispatch *dispatch,
                          struct nsbox_result *res, struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* Frees what nsbox_launch_finish left of a sandbox, and `launch`. NULL is
+ * allowed. */
+void nsbox_launch_release (struct nsbox_launch *launch) NSBOX_INTERNAL;
 
 /* Kills a sandbox that never ran, reaps it, removes its cgroups and work
  * directory and frees `launch`. NULL is allowed. */

@@ -85,6 +85,7 @@ struct entry
   uint64_t ready_ms;
   uint64_t ready_cpu_usec;
   unsigned generation;
+  bool spent; /* its run is over: only nsbox_launch_release is left */
   struct entry *next;
 };
 
@@ -95,7 +96,7 @@ struct nsbox_pool
   pthread_mutex_t lock;
   pthread_cond_t wake;
   struct entry *ready, **ready_tail; /* oldest first */
-  struct entry *graveyard;
+  struct entry *graveyard; /* discarded and spent entries, freed by the threads */
   size_t n_ready, n_starting;
   size_t in_flight; /* runs between take and result */
   bool stopping;
@@ -486,7 +487,10 @@ start_entry (struct nsbox_pool *p, struct entry **out, struct nsbox_error **err)
 static void
 destroy_entry (struct entry *e)
 {
-  nsbox_launch_destroy (e->launch);
+  if (e->spent)
+    nsbox_launch_release (e->launch);
+  else
+    nsbox_launch_destroy (e->launch);
   free (e);
 }
 
@@ -899,8 +903,7 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
   *warm = e != NULL;
   if (e)
     {
-      r = nsbox_launch_finish (TAKE_PTR (e->launch), &d, res, err);
-      free (e);
+      r = nsbox_launch_finish (e->launch, &d, res, err);
       res->warm = true;
       /* cpu_ms counts from dispatch: the program's start-up is not the run's. */
       uint64_t before_ms = cpu_at_dispatch == UINT64_MAX ? 0 : cpu_at_dispatch / 1000;
@@ -912,9 +915,28 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
       r = nsbox_launch_start (cold_config ? cold_config : p->config, &launch, err);
       if (r >= 0)
         r = nsbox_launch_finish (launch, &d, res, err);
+      if (launch && !(e = calloc (1, sizeof *e)))
+        nsbox_launch_release (launch);
+      else if (launch)
+        e->launch = launch;
+    }
+  /* The run is over and its sandbox's processes are gone; the rest of its
+   * teardown (unmounting, removing the cgroups) is left to the threads,
+   * off the caller's time. A forked copy has none: it releases at once. */
+  if (e)
+    e->spent = true;
+  if (e && foreign)
+    {
+      destroy_entry (e);
+      e = NULL;
     }
   pthread_mutex_lock (&p->lock);
-  if (--p->in_flight == 0)
+  if (e)
+    {
+      e->next = p->graveyard;
+      p->graveyard = e;
+    }
+  if (--p->in_flight == 0 || e)
     pthread_cond_broadcast (&p->wake);
   if (r < 0)
     p->stats.errors++;

@@ -57,6 +57,10 @@ struct nsbox_launch
   struct nsbox_pipes pipes;
   int sync_fd; /* native: the launcher's end, where init's /tmp fd waits */
   int tmp_fd;  /* init's /tmp, once received (while waiting for the listener) */
+  /* native: init's mount namespace, held from the start so that its
+   * teardown (every mount unmounted) comes with nsbox_launch_release, not
+   * with init's exit inside the run; -1 if it could not be opened. */
+  int mnt_ns_fd;
   bool egress; /* network: proxy: init sends the proxy's listener too */
   struct nsbox_egress *proxy;
   enum nsbox_runtime runtime;
@@ -108,7 +112,8 @@ launches_child (void)
                      &r->streams.report_fd,
                      &r->child.pidfd,
                      &r->sync_fd,
-                     &r->tmp_fd };
+                     &r->tmp_fd,
+                     &r->mnt_ns_fd };
       for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
         if (*fds[i] >= 0)
           close (TAKE_FD (*fds[i]));
@@ -180,6 +185,8 @@ launch_release (struct nsbox_launch *r)
     close (r->sync_fd);
   if (r->tmp_fd >= 0)
     close (r->tmp_fd);
+  if (r->mnt_ns_fd >= 0)
+    close (r->mnt_ns_fd);
   json_decref (nsbox_egress_stop (r->proxy));
   free (r);
 }
@@ -404,6 +411,11 @@ start_native (struct nsbox_launch *r, const nsbox_config *limits_c, struct nsbox
     }
   nsbox_limits_close_tasks (&r->limits, &r->plan);
   r->streams = nsbox_pipes_take_streams (&r->pipes);
+  /* Init is this process's child and not reaped: the pid is its. Without
+   * the hold, init's exit unmounts everything, as before. */
+  char path[64];
+  snprintf (path, sizeof path, "/proc/%d/ns/mnt", (int)r->child.pid);
+  r->mnt_ns_fd = open (path, O_RDONLY | O_CLOEXEC);
   return 0;
 }
 
@@ -571,6 +583,7 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
   r->image.lock_fd = -1;
   r->sync_fd = -1;
   r->tmp_fd = -1;
+  r->mnt_ns_fd = -1;
   r->child = (struct nsbox_child){ -1, -1 };
   r->streams = (struct nsbox_streams){ -1, -1, -1, -1 };
   nsbox_limits_init (&r->limits);
@@ -602,20 +615,30 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
   return 0;
 }
 
+/* Kills what runs of the sandbox and reaps its init. */
+static void
+launch_kill (struct nsbox_launch *r)
+{
+  /* cgroup.kill where there is one; else the kill of init (PID 1 of its
+   * namespace) in nsbox_spawn_abort takes the rest. */
+  nsbox_limits_kill (&r->limits);
+  close_streams (&r->streams);
+  nsbox_spawn_abort (&r->child);
+  if (r->job)
+    nsbox_runsc_discard (TAKE_PTR (r->job));
+}
+
 int
 nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
                      struct nsbox_result *res, struct nsbox_error **err)
 {
   if (r->foreign)
-    {
-      launch_release (r);
-      return nsbox_error_set (err, ECHILD,
-                              "this sandbox was started by the process this one forked from");
-    }
+    return nsbox_error_set (err, ECHILD,
+                            "this sandbox was started by the process this one forked from");
   int ret;
   if (r->job && d->output_dir_fd >= 0)
     {
-      nsbox_launch_destroy (r);
+      launch_kill (r);
       return refuse_output_dir (err);
     }
   if (r->job)
@@ -629,7 +652,7 @@ nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
             ret = nsbox_egress_start (r->proxy, ret, err);
           if (ret < 0)
             {
-              nsbox_launch_destroy (r);
+              launch_kill (r);
               return ret;
             }
         }
@@ -645,8 +668,14 @@ nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
   res->runtime = nsbox_launch_runtime (r);
   memcpy (res->policy_sha256, r->policy_sha256, sizeof res->policy_sha256);
   memcpy (res->image_digest, r->image_digest, sizeof res->image_digest);
-  launch_release (r);
   return ret;
+}
+
+void
+nsbox_launch_release (struct nsbox_launch *r)
+{
+  if (r)
+    launch_release (r);
 }
 
 void
@@ -654,18 +683,8 @@ nsbox_launch_destroy (struct nsbox_launch *r)
 {
   if (!r)
     return;
-  if (r->foreign)
-    {
-      launch_release (r);
-      return;
-    }
-  /* cgroup.kill where there is one; else the kill of init (PID 1 of its
-   * namespace) in nsbox_spawn_abort takes the rest. */
-  nsbox_limits_kill (&r->limits);
-  close_streams (&r->streams);
-  nsbox_spawn_abort (&r->child);
-  if (r->job)
-    nsbox_runsc_discard (TAKE_PTR (r->job));
+  if (!r->foreign)
+    launch_kill (r);
   launch_release (r);
 }
 
@@ -785,6 +804,7 @@ run_cold (const nsbox_config *c, const char *code, size_t code_len, nsbox_result
         .output_dir_fd = output_dir_fd,
       };
       ret = nsbox_launch_finish (launch, &d, res, err);
+      nsbox_launch_release (launch);
     }
   if (ret < 0)
     {
