@@ -78,6 +78,7 @@ struct nsbox_egress
   const char *limit; /* the first limit a connection ran into, or NULL */
   json_t *log;
   struct conn *conns; /* the live ones, for the cut at the end */
+  struct nsbox_egress *prev_proxy, *next_proxy; /* every proxy of the process, for fork */
 };
 
 struct conn
@@ -85,6 +86,7 @@ struct conn
   struct nsbox_egress *e;
   struct conn *next, *prev;
   int client, upstream;
+  int pipes[4]; /* the relay's pipes while it runs, for fork; -1 otherwise */
   uint64_t started_ms;
   /* the record */
   char method[16];
@@ -97,6 +99,98 @@ struct conn
   uint64_t sent, received;
 };
 
+/* ---- fork ----
+ *
+ * A process that forks while a proxied run is in flight copies the proxy's
+ * fds: the sandbox's listener (which keeps the sandbox's network namespace
+ * alive), the program's and the servers' connections (a server would see
+ * no end of its connection) and the relay's pipes. The child closes them at
+ * once, as it closes every launch's fds (run.c); its copy of the run is
+ * foreign and never stops the proxy. Every slot is emptied under the
+ * proxy's lock before its fd is closed, so the child never closes a
+ * number another thread reused. */
+
+static pthread_mutex_t proxies_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nsbox_egress *proxies;
+static pthread_once_t proxies_once = PTHREAD_ONCE_INIT;
+
+static void
+proxies_prepare (void)
+{
+  pthread_mutex_lock (&proxies_lock);
+  for (struct nsbox_egress *e = proxies; e; e = e->next_proxy)
+    pthread_mutex_lock (&e->lock);
+}
+
+static void
+proxies_parent (void)
+{
+  for (struct nsbox_egress *e = proxies; e; e = e->next_proxy)
+    pthread_mutex_unlock (&e->lock);
+  pthread_mutex_unlock (&proxies_lock);
+}
+
+static void
+close_slot (int *fd)
+{
+  if (*fd >= 0)
+    close (TAKE_FD (*fd));
+}
+
+static void
+proxies_child (void)
+{
+  for (struct nsbox_egress *e = proxies, *next; e; e = next)
+    {
+      next = e->next_proxy;
+      close_slot (&e->listen_fd);
+      close_slot (&e->wake[0]);
+      close_slot (&e->wake[1]);
+      for (struct conn *c = e->conns; c; c = c->next)
+        {
+          close_slot (&c->client);
+          close_slot (&c->upstream);
+          for (size_t i = 0; i < ARRAY_SIZE (c->pipes); i++)
+            close_slot (&c->pipes[i]);
+        }
+      e->prev_proxy = e->next_proxy = NULL;
+      pthread_mutex_unlock (&e->lock);
+    }
+  proxies = NULL;
+  pthread_mutex_unlock (&proxies_lock);
+}
+
+static void
+proxies_register_atfork (void)
+{
+  pthread_atfork (proxies_prepare, proxies_parent, proxies_child);
+}
+
+static void
+proxy_register (struct nsbox_egress *e)
+{
+  pthread_once (&proxies_once, proxies_register_atfork);
+  pthread_mutex_lock (&proxies_lock);
+  e->next_proxy = proxies;
+  if (proxies)
+    proxies->prev_proxy = e;
+  proxies = e;
+  pthread_mutex_unlock (&proxies_lock);
+}
+
+static void
+proxy_unregister (struct nsbox_egress *e)
+{
+  pthread_mutex_lock (&proxies_lock);
+  if (e->prev_proxy)
+    e->prev_proxy->next_proxy = e->next_proxy;
+  else if (proxies == e)
+    proxies = e->next_proxy;
+  if (e->next_proxy)
+    e->next_proxy->prev_proxy = e->prev_proxy;
+  pthread_mutex_unlock (&proxies_lock);
+}
+
 static void
 egress_unref (struct nsbox_egress *e)
 {
@@ -105,6 +199,7 @@ egress_unref (struct nsbox_egress *e)
   pthread_mutex_unlock (&e->lock);
   if (!last)
     return;
+  proxy_unregister (e);
   if (e->listen_fd >= 0)
     close (e->listen_fd);
   for (int i = 0; i < 2; i++)
@@ -577,6 +672,9 @@ relay (struct conn *c, uint64_t up_limit)
         flow_close (&up);
       return;
     }
+  pthread_mutex_lock (&e->lock);
+  memcpy (c->pipes, (int[4]){ up.pipe[0], up.pipe[1], down.pipe[0], down.pipe[1] }, sizeof c->pipes);
+  pthread_mutex_unlock (&e->lock);
   if (up_limit == 0)
     up.eof = true;
   uint64_t up_left = up_limit;
@@ -726,6 +824,9 @@ relay (struct conn *c, uint64_t up_limit)
           idle_wakes = 0;
         }
     }
+  pthread_mutex_lock (&e->lock);
+  memcpy (c->pipes, (int[4]){ -1, -1, -1, -1 }, sizeof c->pipes);
+  pthread_mutex_unlock (&e->lock);
   flow_close (&up);
   flow_close (&down);
 }
@@ -743,10 +844,8 @@ conn_close (struct conn *c)
     e->conns = c->next;
   if (c->next)
     c->next->prev = c->prev;
-  if (c->client >= 0)
-    close (c->client);
-  if (c->upstream >= 0)
-    close (c->upstream);
+  close_slot (&c->client);
+  close_slot (&c->upstream);
   e->active--;
   pthread_cond_broadcast (&e->changed);
   pthread_mutex_unlock (&e->lock);
@@ -1037,7 +1136,11 @@ accept_main (void *arg)
           close (fd);
           continue;
         }
-      *c = (struct conn){ .e = e, .client = fd, .upstream = -1, .started_ms = nsbox_now_ms () };
+      *c = (struct conn){ .e = e,
+                          .client = fd,
+                          .upstream = -1,
+                          .pipes = { -1, -1, -1, -1 },
+                          .started_ms = nsbox_now_ms () };
       pthread_mutex_lock (&e->lock);
       e->refs++;
       e->active++;
@@ -1149,6 +1252,7 @@ nsbox_egress_new (const nsbox_config *config, struct nsbox_egress **out, struct 
                                  &e->pins[e->n_pins].address))
       e->n_pins++;
   collect_local_addresses (e);
+  proxy_register (e);
   *out = e;
   return 0;
 }

@@ -1052,3 +1052,53 @@ Test (egress, pooled_runs_through_nsbox_serve_use_the_proxy, .timeout = 120)
   cr_expect_eq (serve_stop (&server, NULL), 0);
   origin_stop (&o);
 }
+
+/* A library process that forks while a proxied run holds a connection (a
+ * multiprocessing worker, a pre-fork server): the child holds none of the
+ * proxy's fds (the sandbox's listener would keep its network namespace
+ * alive, and the server would see no end of its connection), and the run
+ * ends well. The child's fds are read in the child itself. */
+Test (egress, a_forked_child_holds_none_of_the_proxy_s_fds, .timeout = 120)
+{
+  struct origin o;
+  origin_start (&o, false);
+  char port[16];
+  snprintf (port, sizeof port, "%u", o.port);
+  const char *const args[] = { "--runtime",
+                               "native",
+                               "--network",
+                               "proxy",
+                               "--egress-allow",
+                               "web.nsbox.test",
+                               "--egress-resolve",
+                               "web.nsbox.test=127.0.0.1",
+                               "--egress-ports",
+                               port,
+                               "--timeout",
+                               "60s",
+                               NULL };
+  struct pool_job pool;
+  pool_start (args, 1, &pool);
+  /* 20 KiB at 1 KiB per 100 ms: the connection lasts about 2 s. */
+  char code[512];
+  snprintf (code, sizeof code,
+            "import urllib.request\n"
+            "r = urllib.request.urlopen('http://web.nsbox.test:%u/slow/20480', timeout=30)\n"
+            "n = len(r.read())\n"
+            "print('done' if n == 20480 else n)\n",
+            o.port);
+  int child_new = -1, launcher_new = 0;
+  bool ok = false;
+  pool_proxied_fork_check (&pool, code, &child_new, &launcher_new, &ok);
+  cr_expect (launcher_new >= 3,
+             "the launcher held %d new sockets when it forked: the run's connection was not "
+             "open yet",
+             launcher_new);
+  cr_expect (child_new == 0, "the forked child holds %d sockets or pipes of the proxied run",
+             child_new);
+  cr_expect (ok, "the proxied run did not end well beside the fork");
+  pool_stop (&pool);
+  cr_expect_eq (origin_count (&o, "\"event\": \"request\""), 1, "server requests: %d",
+                origin_count (&o, "\"event\": \"request\""));
+  origin_stop (&o);
+}

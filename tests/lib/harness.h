@@ -205,6 +205,12 @@ struct pool_fork_outcome
   bool after_ok, after_warm;   /* the parent's run after the child freed its copy */
 };
 void pool_fork_check (struct pool_job *job, struct pool_fork_outcome *outcome);
+/* While a proxied run (`code`, which prints "done") holds a connection, the
+ * launcher forks a child that does not exec: the sockets and pipes the
+ * child holds that the launcher did not hold before the run, and the new
+ * sockets the launcher held when it forked. */
+void pool_proxied_fork_check (struct pool_job *job, const char *code, int *child_new,
+                              int *launcher_new_sockets, bool *run_ok);
 /* Host pids of the entries' inits (the launcher's children). */
 int pool_entry_pids (struct pool_job *job, pid_t *pids, int max);
 /* nsbox_pool_free, then the launcher exits; asserts it ended cleanly. */

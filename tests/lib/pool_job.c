@@ -3,7 +3,8 @@
  *
  * Commands: 'R' u32 optlen, "key=value\n"..., u32 codelen, code (run);
  * 'W' u32 n (wait for n ready entries); 'C' (counters); 'F' (fork, see
- * fork_check); 'Q' (free, exit).
+ * fork_check); 'X' chunk code (fork during a proxied run, see
+ * proxied_fork_check); 'Q' (free, exit).
  * Answers: u32 len, then "J <seconds> <json>", "E <message>", "OK", "NO" or
  * "<warm> <cold> <discarded> <started>". */
 #include <errno.h>
@@ -13,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,6 +176,135 @@ fork_check (nsbox_pool *pool, double limit_s)
   return xasprintf ("%d %d %d %d %d", ok, warm, status, after, after_warm);
 }
 
+/* This process's fds that are sockets or pipes: number and link target,
+ * read without allocating (the forked child below may not). */
+struct fd_seen
+{
+  int fd;
+  char link[48];
+};
+#define FDS_SEEN_MAX 256
+
+static size_t
+list_fds (struct fd_seen *seen, size_t max)
+{
+  int dir = open ("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return 0;
+  size_t n = 0;
+  char buf[4096];
+  long got;
+  while ((got = syscall (SYS_getdents64, dir, buf, sizeof buf)) > 0)
+    for (long off = 0; off < got;)
+      {
+        struct
+        {
+          uint64_t ino;
+          int64_t off;
+          unsigned short reclen;
+          unsigned char type;
+          char name[];
+        } *d = (void *)(buf + off);
+        off += d->reclen;
+        char *end;
+        long fd = strtol (d->name, &end, 10);
+        if (*end || fd == dir || n >= max)
+          continue;
+        ssize_t k = readlinkat (dir, d->name, seen[n].link, sizeof seen[n].link - 1);
+        if (k <= 0)
+          continue;
+        seen[n].link[k] = '\0';
+        if (strncmp (seen[n].link, "socket:", 7) != 0 && strncmp (seen[n].link, "pipe:", 5) != 0)
+          continue;
+        seen[n++].fd = (int)fd;
+      }
+  close (dir);
+  return n;
+}
+
+/* How many of `now` are not in `before` (the same number and target). */
+static int
+count_new (const struct fd_seen *now, size_t n_now, const struct fd_seen *before, size_t n_before,
+           int ignore_fd)
+{
+  int fresh = 0;
+  for (size_t i = 0; i < n_now; i++)
+    {
+      bool old = now[i].fd == ignore_fd;
+      for (size_t j = 0; j < n_before && !old; j++)
+        old = now[i].fd == before[j].fd && strcmp (now[i].link, before[j].link) == 0;
+      fresh += !old;
+    }
+  return fresh;
+}
+
+struct held_run
+{
+  nsbox_pool *pool;
+  const char *code;
+  bool ok;
+};
+
+static void *
+held_run_main (void *arg)
+{
+  struct held_run *h = arg;
+  bool warm;
+  h->ok = run_prints (h->pool, h->code, "done\n", &warm);
+  return NULL;
+}
+
+/* A proxied run holds a connection (its code prints "done" at the end);
+ * while it does, the launcher forks a child that does not exec. The child
+ * must hold none of the proxy's sockets and pipes. Answer: "<new sockets
+ * and pipes in the child> <new sockets in the launcher when it forked>
+ * <the run printed done>". */
+static char *
+proxied_fork_check (nsbox_pool *pool, const char *code, double limit_s)
+{
+  static struct fd_seen before[FDS_SEEN_MAX], now[FDS_SEEN_MAX];
+  wait_ready (pool, 1, limit_s);
+  size_t n_before = list_fds (before, FDS_SEEN_MAX);
+  struct held_run h = { pool, code, false };
+  pthread_t thread;
+  if (pthread_create (&thread, NULL, held_run_main, &h) != 0)
+    return xasprintf ("E pthread_create");
+  /* The sandbox's listener, the program's connection and the server's. */
+  int sockets = 0;
+  for (double until = now_seconds () + limit_s; sockets < 3 && now_seconds () < until;)
+    {
+      struct timespec ts = { 0, 5000000 };
+      nanosleep (&ts, NULL);
+      size_t n = list_fds (now, FDS_SEEN_MAX);
+      sockets = 0;
+      for (size_t i = 0; i < n; i++)
+        sockets += strncmp (now[i].link, "socket:", 7) == 0
+                   && count_new (&now[i], 1, before, n_before, -1) == 1;
+    }
+  int report[2];
+  if (pipe2 (report, O_CLOEXEC) < 0)
+    return xasprintf ("E pipe2");
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      alarm ((unsigned)limit_s);
+      close (report[0]);
+      int fresh = count_new (now, list_fds (now, FDS_SEEN_MAX), before, n_before, report[1]);
+      ssize_t w = write (report[1], &fresh, sizeof fresh);
+      _exit (w == sizeof fresh ? 0 : 1);
+    }
+  close (report[1]);
+  int fresh = -1;
+  if (pid < 0 || read (report[0], &fresh, sizeof fresh) != sizeof fresh)
+    fresh = -1;
+  close (report[0]);
+  if (pid > 0)
+    waitpid (pid, NULL, 0);
+  pthread_join (thread, NULL);
+  return xasprintf ("%d %d %d", fresh, sockets, h.ok);
+}
+
 static void __attribute__ ((noreturn))
 pool_child (int in, int out, const char *const *args, unsigned size, double limit_s)
 {
@@ -214,6 +346,16 @@ pool_child (int in, int out, const char *const *args, unsigned size, double limi
             _exit (28);
           bool ok = wait_ready (pool, n, limit_s);
           send_chunk (out, ok ? "OK" : "NO", 2);
+        }
+      else if (op == 'X')
+        {
+          char *code = read_chunk (in, NULL);
+          if (!code)
+            _exit (28);
+          char *msg = proxied_fork_check (pool, code, limit_s);
+          send_chunk (out, msg, strlen (msg));
+          free (msg);
+          free (code);
         }
       else if (op == 'F')
         {
@@ -314,6 +456,21 @@ pool_wait_ready (struct pool_job *job, unsigned n)
   bool ok = strcmp (answer, "OK") == 0;
   free (answer);
   return ok;
+}
+
+void
+pool_proxied_fork_check (struct pool_job *job, const char *code, int *child_new,
+                         int *launcher_new_sockets, bool *run_ok)
+{
+  send_op (job, 'X');
+  send_chunk_checked (job, code, strlen (code));
+  char *answer = read_chunk (job->resp_fd, NULL);
+  cr_assert_not_null (answer, "pool launcher ended during the proxied fork check");
+  int ok = 0;
+  cr_assert (sscanf (answer, "%d %d %d", child_new, launcher_new_sockets, &ok) == 3,
+             "proxied fork check: '%s'", answer);
+  *run_ok = ok;
+  free (answer);
 }
 
 void
