@@ -77,7 +77,7 @@ struct nsbox_egress
   uint64_t connections, active, refused, sent, received, omitted;
   const char *limit; /* the first limit a connection ran into, or NULL */
   json_t *log;
-  struct conn *conns; /* the live ones, for the cut at the end */
+  struct conn *conns;                           /* the live ones, for the cut at the end */
   struct nsbox_egress *prev_proxy, *next_proxy; /* every proxy of the process, for fork */
 };
 
@@ -673,7 +673,8 @@ relay (struct conn *c, uint64_t up_limit)
       return;
     }
   pthread_mutex_lock (&e->lock);
-  memcpy (c->pipes, (int[4]){ up.pipe[0], up.pipe[1], down.pipe[0], down.pipe[1] }, sizeof c->pipes);
+  memcpy (c->pipes, (int[4]){ up.pipe[0], up.pipe[1], down.pipe[0], down.pipe[1] },
+          sizeof c->pipes);
   pthread_mutex_unlock (&e->lock);
   if (up_limit == 0)
     up.eof = true;
@@ -749,8 +750,7 @@ relay (struct conn *c, uint64_t up_limit)
           int from = side == 0 ? c->client : c->upstream;
           int to = side == 0 ? c->upstream : c->client;
           uint64_t *count = side == 0 ? &c->sent : &c->received;
-          if ((p[side].revents & (POLLIN | POLLHUP | POLLERR)) && !f->eof
-              && f->held < f->size)
+          if ((p[side].revents & (POLLIN | POLLHUP | POLLERR)) && !f->eof && f->held < f->size)
             {
               size_t want = f->size - f->held;
               if (side == 0 && up_left < want)

@@ -96,7 +96,7 @@ struct nsbox_pool
   pthread_mutex_t lock;
   pthread_cond_t wake;
   struct entry *ready, **ready_tail; /* oldest first */
-  struct entry *graveyard; /* discarded and spent entries, freed by the threads */
+  struct entry *graveyard;           /* discarded and spent entries, freed by the threads */
   size_t n_ready, n_starting;
   size_t in_flight; /* runs between take and result */
   bool stopping;

@@ -227,8 +227,8 @@ Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
   char timeout[32], quota[32];
   snprintf (timeout, sizeof timeout, "%.0fms", t * 1000);
   snprintf (quota, sizeof quota, "%.0fms", (t * 0.5 + burn * 1.5) * 1000);
-  cr_log_info ("%ld loop turns cost %.3f s of host CPU; timeout %s, quota %s", turns, burn,
-               timeout, quota);
+  cr_log_info ("%ld loop turns cost %.3f s of host CPU; timeout %s, quota %s", turns, burn, timeout,
+               quota);
   const char *const args[]
       = { "--timeout", timeout, "--quota-cpu-time", quota, "--session", "cpu", NULL };
   struct pool_job pool;
