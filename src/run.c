@@ -168,6 +168,12 @@ launch_release (struct nsbox_launch *r)
       free (r);
       return;
     }
+  /* The mounts go first: their tmpfs pages are charged to the cgroups, and
+   * the image stays locked while it is mounted. */
+  if (r->mnt_ns_fd >= 0)
+    close (TAKE_FD (r->mnt_ns_fd));
+  if (r->tmp_fd >= 0)
+    close (TAKE_FD (r->tmp_fd));
   nsbox_limits_release (&r->limits);
   if (r->own_bpf)
     nsbox_bpf_release (&r->plan.bpf);
@@ -183,10 +189,6 @@ launch_release (struct nsbox_launch *r)
   nsbox_inputs_close (&r->plan.inputs);
   if (r->sync_fd >= 0)
     close (r->sync_fd);
-  if (r->tmp_fd >= 0)
-    close (r->tmp_fd);
-  if (r->mnt_ns_fd >= 0)
-    close (r->mnt_ns_fd);
   json_decref (nsbox_egress_stop (r->proxy));
   free (r);
 }
@@ -396,6 +398,7 @@ start_native (struct nsbox_launch *r, const nsbox_config *limits_c, struct nsbox
     .gid = r->plan.gid,
     .caller_undumpable = r->plan.caller_undumpable,
     .pipes = &r->pipes,
+    .mnt_ns_fd = &r->mnt_ns_fd,
   };
   if ((ret = nsbox_spawn (&spawn, &r->child, err)) < 0)
     return ret;
@@ -411,11 +414,6 @@ start_native (struct nsbox_launch *r, const nsbox_config *limits_c, struct nsbox
     }
   nsbox_limits_close_tasks (&r->limits, &r->plan);
   r->streams = nsbox_pipes_take_streams (&r->pipes);
-  /* Init is this process's child and not reaped: the pid is its. Without
-   * the hold, init's exit unmounts everything, as before. */
-  char path[64];
-  snprintf (path, sizeof path, "/proc/%d/ns/mnt", (int)r->child.pid);
-  r->mnt_ns_fd = open (path, O_RDONLY | O_CLOEXEC);
   return 0;
 }
 

@@ -128,11 +128,22 @@ nsbox_spawn (const struct nsbox_spawn *spawn, struct nsbox_child *child, struct 
   child->pidfd = pidfd;
   int r
       = nsbox_userns_write_maps ((pid_t)pid, spawn->uid, spawn->gid, spawn->caller_undumpable, err);
+  if (r >= 0 && spawn->mnt_ns_fd)
+    {
+      /* The child is not reaped: the pid is its. */
+      char path[64];
+      snprintf (path, sizeof path, "/proc/%ld/ns/mnt", pid);
+      *spawn->mnt_ns_fd = open (path, O_RDONLY | O_CLOEXEC);
+    }
   int sync_fd = spawn->pipes->fds[2 * NSBOX_CHANNEL_SYNC + 1];
   if (r >= 0 && send (sync_fd, "x", 1, MSG_NOSIGNAL) != 1)
     r = nsbox_error_sys (err, errno, "signal the sandbox");
   if (r < 0)
-    nsbox_spawn_abort (child);
+    {
+      nsbox_spawn_abort (child);
+      if (spawn->mnt_ns_fd && *spawn->mnt_ns_fd >= 0)
+        close (TAKE_FD (*spawn->mnt_ns_fd));
+    }
   return r;
 }
 

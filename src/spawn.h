@@ -66,12 +66,17 @@ struct nsbox_spawn
   uid_t uid, gid; /* the ids mapped inside the user namespace */
   bool caller_undumpable;
   struct nsbox_pipes *pipes;
+  /* If not NULL: set to an fd of the child's mount namespace (O_CLOEXEC),
+   * or -1 if it could not be opened. */
+  int *mnt_ns_fd;
 };
 
 /* Clones the child (exit signal 0: an embedding program's SIGCHLD handler
  * or waitpid(-1) never sees our child; we wait on its pidfd), writes its id
- * maps and sends the go-ahead byte on the sync channel (whose launcher end
- * stays open). On failure nothing is left running. */
+ * maps, opens its mount namespace if asked (before the go-ahead: from then
+ * on the child may make itself non-dumpable, and its /proc/PID/ns closed
+ * to the launcher) and sends the go-ahead byte on the sync channel (whose
+ * launcher end stays open). On failure nothing is left running. */
 int nsbox_spawn (const struct nsbox_spawn *spawn, struct nsbox_child *child,
                  struct nsbox_error **err) NSBOX_INTERNAL;
 
