@@ -75,6 +75,7 @@ struct nsbox_egress
   uint64_t max_connections, max_concurrent, max_bytes, idle_ms;
   /* what happened */
   uint64_t connections, active, refused, sent, received, omitted;
+  unsigned grown;    /* relay pipes grown to FLOW_PIPE_MAX */
   const char *limit; /* the first limit a connection ran into, or NULL */
   json_t *log;
   struct conn *conns;                           /* the live ones, for the cut at the end */
@@ -623,12 +624,26 @@ flow_close (struct flow *f)
 
 /* A bigger pipe moves more per system call: 1 MiB moves a large download
  * at about 1.1 times the rate of 256 KiB here (make bench). A pipe starts
- * at 256 KiB and grows to 1 MiB once it fills, so that only the busy
- * connections count 1 MiB against the user's pipe pages
- * (fs.pipe-user-pages-soft). Best effort: what the kernel refuses stays as
- * it was. */
+ * at 256 KiB; a download's pipe grows to 1 MiB once it fills, for at most
+ * FLOW_GROWN_MAX connections of a run, so that a run counts at most 1.5
+ * MiB more against the user's pipe pages (fs.pipe-user-pages-soft, past
+ * which every new pipe of the user is small). Best effort: what the kernel
+ * refuses stays as it was. */
 #define FLOW_PIPE_START (256 * 1024)
 #define FLOW_PIPE_MAX (1024 * 1024)
+#define FLOW_GROWN_MAX 2
+
+/* Whether one more of the run's download pipes may grow. */
+static bool
+may_grow (struct nsbox_egress *e)
+{
+  pthread_mutex_lock (&e->lock);
+  bool yes = e->grown < FLOW_GROWN_MAX;
+  if (yes)
+    e->grown++;
+  pthread_mutex_unlock (&e->lock);
+  return yes;
+}
 
 static int
 flow_set_size (struct flow *f, int size)
@@ -766,7 +781,7 @@ relay (struct conn *c, uint64_t up_limit)
                 {
                   f->held += moved;
                   progress = true;
-                  if (f->held == f->size && f->size < FLOW_PIPE_MAX)
+                  if (side == 1 && f->held == f->size && f->size < FLOW_PIPE_MAX && may_grow (e))
                     flow_set_size (f, FLOW_PIPE_MAX);
                   if (side == 0 && up_left != UINT64_MAX && (up_left -= moved) == 0)
                     f->eof = true;
