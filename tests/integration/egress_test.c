@@ -1004,6 +1004,12 @@ MODE_TEST (egress, slow_readers_keep_the_proxy_small, .timeout = 120)
   origin_stop (&o);
 }
 
+/* A native sandbox (whatever the pass's runtime) with the proxy, and
+ * web.nsbox.test allowed and pinned to the origin on `port`. */
+#define NATIVE_PROXY_ARGS(port)                                                                    \
+  "--runtime", "native", "--network", "proxy", "--egress-allow", "web.nsbox.test",                 \
+      "--egress-resolve", "web.nsbox.test=127.0.0.1", "--egress-ports", (port)
+
 /* nsbox serve's pool: its warm entries carry the proxy too, one per run. */
 Test (egress, pooled_runs_through_nsbox_serve_use_the_proxy, .timeout = 120)
 {
@@ -1011,19 +1017,7 @@ Test (egress, pooled_runs_through_nsbox_serve_use_the_proxy, .timeout = 120)
   origin_start (&o, false);
   char port[16];
   snprintf (port, sizeof port, "%u", o.port);
-  const char *const args[] = { "--runtime",
-                               "native",
-                               "--network",
-                               "proxy",
-                               "--egress-allow",
-                               "web.nsbox.test",
-                               "--egress-resolve",
-                               "web.nsbox.test=127.0.0.1",
-                               "--egress-ports",
-                               port,
-                               "--pool-size",
-                               "1",
-                               NULL };
+  const char *const args[] = { NATIVE_PROXY_ARGS (port), "--pool-size", "1", NULL };
   struct serve_job server;
   serve_start (args, &server);
   char code[512];
@@ -1064,19 +1058,7 @@ Test (egress, a_forked_child_holds_none_of_the_proxy_s_fds, .timeout = 120)
   origin_start (&o, false);
   char port[16];
   snprintf (port, sizeof port, "%u", o.port);
-  const char *const args[] = { "--runtime",
-                               "native",
-                               "--network",
-                               "proxy",
-                               "--egress-allow",
-                               "web.nsbox.test",
-                               "--egress-resolve",
-                               "web.nsbox.test=127.0.0.1",
-                               "--egress-ports",
-                               port,
-                               "--timeout",
-                               "60s",
-                               NULL };
+  const char *const args[] = { NATIVE_PROXY_ARGS (port), "--timeout", "60s", NULL };
   struct pool_job pool;
   pool_start (args, 1, &pool);
   /* 20 KiB at 1 KiB per 100 ms: the connection lasts about 2 s. */
