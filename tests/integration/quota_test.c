@@ -215,9 +215,13 @@ host_loop_cpu (long n)
  * machine's load (the program's own clock is no measure: gVisor counts the
  * time its task is throttled as its CPU time). A run is admitted while the
  * CPU used so far plus its own possible CPU (timeout times cpus, 0.5) fits
- * in the quota; the quota leaves room for 1.5 busy runs beyond that: two
- * are admitted, the third is refused. The sleepers before them spend more
- * wall time than the quota and almost no CPU: they must all run. */
+ * in the quota; the quota leaves room for 2.5 busy runs beyond that. A busy
+ * run costs the sandbox about what it cost on the host (0.9 to 1.3 times
+ * measured beside four busy host loops: the calibration and the runs see
+ * different loads, and gVisor adds its own): two to four are admitted, as
+ * long as it is between 0.63 and 2.5 times, and the next is refused. The
+ * sleepers before them spend more wall time than the quota and almost no
+ * CPU: they must all run. */
 Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
 {
   long turns = 10000000;
@@ -226,7 +230,7 @@ Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
   double t = harness_scaled (6.0);
   char timeout[32], quota[32];
   snprintf (timeout, sizeof timeout, "%.0fms", t * 1000);
-  snprintf (quota, sizeof quota, "%.0fms", (t * 0.5 + burn * 1.5) * 1000);
+  snprintf (quota, sizeof quota, "%.0fms", (t * 0.5 + burn * 2.5) * 1000);
   cr_log_info ("%ld loop turns cost %.3f s of host CPU; timeout %s, quota %s", turns, burn, timeout,
                quota);
   const char *const args[]
@@ -234,7 +238,7 @@ Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
   struct pool_job pool;
   pool_start (args, 1, &pool);
   char sleeper[96];
-  snprintf (sleeper, sizeof sleeper, "import time\ntime.sleep(%.3f)\nprint('slept')\n", t * 0.25);
+  snprintf (sleeper, sizeof sleeper, "import time\ntime.sleep(%.3f)\nprint('slept')\n", t * 0.3);
   for (int i = 0; i < 4; i++)
     {
       struct run_out out;
@@ -248,7 +252,7 @@ Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
             "print('busy', flush=True)\nfor _ in range(%ld): pass\nprint('burnt')\n", turns);
   int busy_admitted = 0;
   bool refused = false;
-  for (int i = 0; i < 4 && !refused; i++)
+  for (int i = 0; i < 6 && !refused; i++)
     {
       struct run_out out;
       pool_run (&pool, busy, NULL, &out);
@@ -264,13 +268,17 @@ Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
         {
           RUN_ASSERT (&out, ran (&out, "burnt"),
                       "an admitted busy run makes its %ld turns within %s", turns, timeout);
+          /* For the log only: the verdicts never rest on nsbox's count. */
+          cr_log_info ("busy run %d: cpu_ms %lld", i + 1,
+                       (long long)json_integer_value (json_object_get (run_json (&out), "cpu_ms")));
           busy_admitted++;
         }
       run_out_free (&out);
     }
   cr_expect (refused, "busy runs of %.3f s CPU each were never refused by a quota of %s", burn,
              quota);
-  cr_expect (busy_admitted == 2, "%d busy runs admitted, expected 2", busy_admitted);
+  cr_expect (busy_admitted >= 2 && busy_admitted <= 4, "%d busy runs admitted, expected 2 to 4",
+             busy_admitted);
   pool_stop (&pool);
 }
 
