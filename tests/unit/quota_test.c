@@ -409,27 +409,35 @@ Test (quota, processes_sharing_a_state_file_cannot_overspend)
   /* A concurrency slot of a launcher killed mid-run is freed, and charged. */
   cr_assert_eq (nsbox_config_set (c, "quota-runs-per-minute", "", NULL), 0);
   cr_assert_eq (nsbox_config_set (c, "quota-concurrent", "1", NULL), 0);
+  /* The holder tells when it holds the slot: until then nothing else
+   * competes for it (it may have to wait for a slot of the runs above). */
+  int held[2];
+  cr_assert_eq (pipe (held), 0);
   pid_t holder = fork ();
+  cr_assert_geq (holder, 0);
   if (holder == 0)
     {
+      close (held[0]);
       struct nsbox_quota_ticket t;
       struct nsbox_quota_refusal refusal;
-      if (nsbox_quota_enter (c, NULL, 60000, &t, &refusal, NULL) != 0)
+      int got = 1;
+      for (int i = 0; i < 1000 && got == 1; i++)
+        if ((got = nsbox_quota_enter (c, NULL, 60000, &t, &refusal, NULL)) == 1)
+          usleep (10 * 1000);
+      if (got != 0 || write (held[1], "h", 1) != 1)
         _exit (1);
       pause ();
       _exit (0);
     }
+  close (held[1]);
+  char h;
+  cr_assert_eq (read (held[0], &h, 1), 1, "the holder never got its slot");
+  close (held[0]);
   struct nsbox_quota_ticket t;
   struct nsbox_quota_refusal refusal;
-  int r = 0;
-  for (int i = 0; i < 500; i++)
-    {
-      r = nsbox_quota_enter (c, NULL, 1000, &t, &refusal, NULL);
-      if (r == 1)
-        break;
-      nsbox_quota_leave (&t, NULL);
-      usleep (10 * 1000);
-    }
+  int r = nsbox_quota_enter (c, NULL, 1000, &t, &refusal, NULL);
+  if (r == 0)
+    nsbox_quota_leave (&t, NULL);
   cr_expect_eq (r, 1, "the holder's slot was not counted");
   cr_expect_eq (refusal.kind, NSBOX_QUOTA_CONCURRENT);
   kill (holder, SIGKILL);
