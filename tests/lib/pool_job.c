@@ -263,7 +263,6 @@ static char *
 proxied_fork_check (nsbox_pool *pool, const char *code, double limit_s)
 {
   static struct fd_seen before[FDS_SEEN_MAX], now[FDS_SEEN_MAX];
-  wait_ready (pool, 1, limit_s);
   size_t n_before = list_fds (before, FDS_SEEN_MAX);
   struct held_run h = { pool, code, false };
   pthread_t thread;
