@@ -132,27 +132,20 @@ proxies_parent (void)
 }
 
 static void
-close_slot (int *fd)
-{
-  if (*fd >= 0)
-    close (TAKE_FD (*fd));
-}
-
-static void
 proxies_child (void)
 {
   for (struct nsbox_egress *e = proxies, *next; e; e = next)
     {
       next = e->next_proxy;
-      close_slot (&e->listen_fd);
-      close_slot (&e->wake[0]);
-      close_slot (&e->wake[1]);
+      nsbox_close_slot (&e->listen_fd);
+      nsbox_close_slot (&e->wake[0]);
+      nsbox_close_slot (&e->wake[1]);
       for (struct conn *c = e->conns; c; c = c->next)
         {
-          close_slot (&c->client);
-          close_slot (&c->upstream);
+          nsbox_close_slot (&c->client);
+          nsbox_close_slot (&c->upstream);
           for (size_t i = 0; i < ARRAY_SIZE (c->pipes); i++)
-            close_slot (&c->pipes[i]);
+            nsbox_close_slot (&c->pipes[i]);
         }
       e->prev_proxy = e->next_proxy = NULL;
       pthread_mutex_unlock (&e->lock);
@@ -618,8 +611,7 @@ static void
 flow_close (struct flow *f)
 {
   for (int i = 0; i < 2; i++)
-    if (f->pipe[i] >= 0)
-      close (f->pipe[i]);
+    nsbox_close_slot (&f->pipe[i]);
 }
 
 /* A bigger pipe moves more per system call: 1 MiB moves a large download
@@ -665,10 +657,7 @@ flow_open (struct flow *f)
     return -errno;
   int r = flow_set_size (f, FLOW_PIPE_START);
   if (r < 0)
-    {
-      flow_close (f);
-      *f = (struct flow){ { -1, -1 }, 0, 0, false, false };
-    }
+    flow_close (f);
   return r;
 }
 
@@ -859,8 +848,8 @@ conn_close (struct conn *c)
     e->conns = c->next;
   if (c->next)
     c->next->prev = c->prev;
-  close_slot (&c->client);
-  close_slot (&c->upstream);
+  nsbox_close_slot (&c->client);
+  nsbox_close_slot (&c->upstream);
   e->active--;
   pthread_cond_broadcast (&e->changed);
   pthread_mutex_unlock (&e->lock);

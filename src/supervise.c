@@ -54,18 +54,6 @@ nsbox_now_ms (void)
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The slot is emptied before the close: a fork in between must not find
- * a number another thread may reuse (run.c closes what it finds in the
- * child). */
-static void
-close_fd (int *fd)
-{
-  int was = *fd;
-  *fd = -1;
-  if (was >= 0)
-    close (was);
-}
-
 /* Reads what is there; returns <0 on error, 0 at EOF (fd closed), 1 otherwise. */
 static int
 drain (int *fd, struct nsbox_capture *c)
@@ -80,7 +68,7 @@ drain (int *fd, struct nsbox_capture *c)
         return 1;
       if (n <= 0)
         {
-          close_fd (fd);
+          nsbox_close_slot (fd);
           return 0;
         }
       if (nsbox_capture_add (c, chunk, (size_t)n) < 0)
@@ -104,7 +92,7 @@ feed_stdin (struct loop *l)
         break; /* EPIPE: the program closed its stdin; the rest is dropped */
       l->code_off += (size_t)w;
     }
-  close_fd (&l->s->stdin_fd);
+  nsbox_close_slot (&l->s->stdin_fd);
 }
 
 static void
@@ -120,7 +108,7 @@ read_reports (struct loop *l)
         return;
       if (n <= 0)
         {
-          close_fd (&l->s->report_fd);
+          nsbox_close_slot (&l->s->report_fd);
           return;
         }
       l->report_fill += (size_t)n;
@@ -411,7 +399,7 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   set_nonblocking (s->stderr_fd);
   set_nonblocking (s->report_fd);
   if (code_len == 0)
-    close_fd (&s->stdin_fd);
+    nsbox_close_slot (&s->stdin_fd);
 
   /* A program that closes its stdin must not kill the launcher (or the
    * embedding program) with SIGPIPE: block it in this thread and consume
@@ -430,10 +418,10 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
       sigtimedwait (&pipe_set, NULL, &zero);
     }
   pthread_sigmask (SIG_SETMASK, &old_set, NULL);
-  close_fd (&s->stdin_fd);
-  close_fd (&s->stdout_fd);
-  close_fd (&s->stderr_fd);
-  close_fd (&s->report_fd);
+  nsbox_close_slot (&s->stdin_fd);
+  nsbox_close_slot (&s->stdout_fd);
+  nsbox_close_slot (&s->stderr_fd);
+  nsbox_close_slot (&s->report_fd);
 
   siginfo_t info;
   struct rusage ru;
@@ -442,7 +430,7 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   while (syscall (SYS_waitid, P_PIDFD, child->pidfd, &info, WEXITED | __WALL, &ru) < 0
          && errno == EINTR)
     ;
-  close_fd (&child->pidfd);
+  nsbox_close_slot (&child->pidfd);
   res->duration_ms = nsbox_now_ms () - start;
   res->cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000
                 + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;

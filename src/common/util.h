@@ -94,6 +94,17 @@ nsbox_config_freep (nsbox_config **config)
     taken_;                                                                                        \
   })
 
+/* Closes the fd in *fd, if any, emptying the slot first: a fork in between
+ * must not find a number another thread may reuse (the fork handlers close
+ * what they find in the child). */
+static inline void
+nsbox_close_slot (int *fd)
+{
+  int was = TAKE_FD (*fd);
+  if (was >= 0)
+    close (was);
+}
+
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
 
 /* asprintf that returns the string, or NULL when out of memory. */
