@@ -232,6 +232,15 @@ run_pass_once() {
 		summary_line="ok    $label: tested $tested, passing $passing$notes"
 	fi
 	record "$seq" "$passing" "$bad" "$failed" "$summary_line"
+	if [ "$failed" -eq 1 ]; then
+		# What failed, for the end of the log (CI keeps only its tail):
+		# each failing test's name with the assertion lines before it.
+		{
+			printf '\n==== failed in: %s ====\n' "$label"
+			grep -a -B12 '^\[FAIL\]' "$out" | grep -a -E '^\[(FAIL|----)\] *[^ ]' \
+				| grep -av 'Running\|Synthesis' | tail -n 40
+		} >"$results/$seq.failed" || true
+	fi
 }
 
 skip_pass() { # SEQ LABEL REASON
@@ -262,6 +271,10 @@ run_mcp_pass() { # SEQ LABEL [VAR=VALUE...]
 	if [ "$rc" -ne 0 ] || [ "$failing" -gt 0 ] || { [ "$tested" -eq 0 ] && [ "$must_work" = 1 ]; }; then
 		[ "$failing" -gt 0 ] || failing=1
 		record "$seq" "$passing" "$failing" 1 "FAIL  $label: exit $rc; tested $tested, passing $passing in $((SECONDS - began)) s"
+		{
+			printf '\n==== failed in: %s ====\n' "$label"
+			grep -a -E '^ *not ok ' "$out" | tail -n 20
+		} >"$results/$seq.failed" || true
 	else
 		record "$seq" "$passing" 0 0 "ok    $label: tested $tested, passing $passing in $((SECONDS - began)) s"
 	fi
@@ -455,5 +468,9 @@ fi
 
 printf '\n==== summary (%s) ====\n' "$build_arg"
 printf '%s\n' "${summary[@]}"
+for f in "$results"/[0-9][0-9].failed; do
+	[ -e "$f" ] || continue
+	cat -- "$f"
+done
 printf 'tests: %d passed, %d failed\n' "$total_passed" "$total_failed"
 exit "$any_failed"
