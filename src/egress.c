@@ -754,6 +754,7 @@ relay (struct conn *c, uint64_t up_limit)
           int from = side == 0 ? c->client : c->upstream;
           int to = side == 0 ? c->upstream : c->client;
           uint64_t *count = side == 0 ? &c->sent : &c->received;
+          bool just_read = false;
           if ((p[side].revents & (POLLIN | POLLHUP | POLLERR)) && !f->eof && f->held < f->size)
             {
               size_t want = f->size - f->held;
@@ -770,6 +771,7 @@ relay (struct conn *c, uint64_t up_limit)
                 {
                   f->held += moved;
                   progress = true;
+                  just_read = true;
                   if (side == 1 && f->held == f->size && f->size < FLOW_PIPE_MAX && may_grow (e))
                     flow_set_size (f, FLOW_PIPE_MAX);
                   if (side == 0 && up_left != UINT64_MAX && (up_left -= moved) == 0)
@@ -802,8 +804,10 @@ relay (struct conn *c, uint64_t up_limit)
                   failed = true;
                 }
             }
+          /* Bytes just read go on at once (a full socket answers EAGAIN):
+           * a poll round per chunk less. */
           int wside = side == 0 ? 1 : 0;
-          if (f->held > 0 && (p[wside].revents & (POLLOUT | POLLERR | POLLHUP)))
+          if (f->held > 0 && (just_read || (p[wside].revents & (POLLOUT | POLLERR | POLLHUP))))
             {
               ssize_t w
                   = splice (f->pipe[0], NULL, to, NULL, f->held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
