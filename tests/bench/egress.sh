@@ -4,8 +4,10 @@
 #   direct   the host: python3 on the host, straight to the server
 #   proxied  a sandbox: the same client code in `nsbox run --network proxy`,
 #            through the launcher's egress proxy (the name pinned to 127.0.0.1)
-# in BENCH_ROUNDS rounds (default 5), direct and proxied interleaved so drifts
-# in machine load hit both alike. Each round times BENCH_REQUESTS (default
+# in BENCH_ROUNDS rounds (default 15), direct and proxied interleaved so drifts
+# in machine load hit both alike (this 2-core machine's download rate drifts
+# by a fifth from minute to minute: 5 rounds gave ratios from 0.70 to 0.96,
+# 15 to 40 rounds 0.70 to 0.87). Each round times BENCH_REQUESTS (default
 # 200) sequential GETs of a small page, each on a new connection (the proxy
 # closes a plain-HTTP connection after one answer), and one download of
 # BENCH_DOWNLOAD_MB (default 512) MiB. Prints the median request time of each
@@ -19,7 +21,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 nsbox="${NSBOX_BIN:-build/nsbox}"
 rootfs="${NSBOX_TEST_ROOTFS:-$("$here/../fixtures/rootfs.sh")}"
-rounds="${BENCH_ROUNDS:-5}"
+rounds="${BENCH_ROUNDS:-15}"
 requests="${BENCH_REQUESTS:-200}"
 download_mb="${BENCH_DOWNLOAD_MB:-512}"
 
