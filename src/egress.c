@@ -776,13 +776,33 @@ relay (struct conn *c, uint64_t up_limit)
               if (side == 0 && up_left < want)
                 want = (size_t)up_left;
               size_t allowed = budget (e, side == 0, want);
-              ssize_t r = 0;
+              ssize_t r;
+              bool over = false;
               if (allowed > 0)
                 r = splice (from, NULL, f->pipe[1], NULL, allowed,
                             SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-              size_t moved = r > 0 ? (size_t)r : 0;
+              else
+                {
+                  /* The budget is spent. Only a byte that is really
+                   * waiting cuts the connection: a side that has nothing
+                   * to send (an eager round asks every side) or that
+                   * ended is not over the limit. */
+                  char byte;
+                  r = recv (from, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+                  over = r > 0;
+                }
+              int error = r < 0 ? errno : 0;
+              size_t moved = r > 0 && !over ? (size_t)r : 0;
               refund (e, side == 0, allowed - moved);
-              if (r > 0)
+              if (over)
+                {
+                  /* What is in the pipes still goes, then the connection
+                   * ends. */
+                  cut_at_budget (c);
+                  up.eof = down.eof = true;
+                  progress = true;
+                }
+              else if (r > 0)
                 {
                   f->held += moved;
                   progress = true;
@@ -791,14 +811,6 @@ relay (struct conn *c, uint64_t up_limit)
                     flow_set_size (f, FLOW_PIPE_MAX);
                   if (side == 0 && up_left != UINT64_MAX && (up_left -= moved) == 0)
                     f->eof = true;
-                }
-              else if (allowed == 0)
-                {
-                  /* The budget is spent: what is in the pipes still goes,
-                   * then the connection ends. */
-                  cut_at_budget (c);
-                  up.eof = down.eof = true;
-                  progress = true;
                 }
               else if (r == 0)
                 {
@@ -812,7 +824,7 @@ relay (struct conn *c, uint64_t up_limit)
                       failed = true;
                     }
                 }
-              else if (errno != EAGAIN && errno != EINTR)
+              else if (error != EAGAIN && error != EINTR)
                 {
                   f->eof = true;
                   c->end = side == 0 ? "the program's side failed" : "the server's side failed";
@@ -971,8 +983,10 @@ serve_plain (struct conn *c, const struct nsbox_egress_request *req, const char 
 {
   c->allowed = true;
   size_t head = req->upstream_head_len;
-  if (budget (c->e, true, head) < head)
+  size_t allowed = budget (c->e, true, head);
+  if (allowed < head)
     {
+      refund (c->e, true, allowed); /* nothing was sent */
       cut_at_budget (c);
       return;
     }
@@ -985,9 +999,10 @@ serve_plain (struct conn *c, const struct nsbox_egress_request *req, const char 
   size_t body = len - req->head_len;
   if (body > req->content_length)
     body = (size_t)req->content_length; /* a second request behind it is dropped */
-  size_t allowed = budget (c->e, true, body);
+  allowed = budget (c->e, true, body);
   if (allowed < body)
     {
+      refund (c->e, true, allowed);
       cut_at_budget (c);
       return;
     }

@@ -515,6 +515,92 @@ MODE_TEST (egress, the_byte_limit_cuts_a_download, .timeout = 60)
   origin_stop (&o);
 }
 
+/* The reason the log gives for the first connection of `method`. */
+static const char *
+log_reason (struct run_out *out, const char *method)
+{
+  json_t *log = egress_log (out), *r;
+  size_t i;
+  json_array_foreach (log, i, r)
+  {
+    if (strcmp (json_string_value (json_object_get (r, "method")) ?: "", method) == 0)
+      return json_string_value (json_object_get (r, "reason")) ?: "";
+  }
+  return "(none)";
+}
+
+/* The byte limit counts each way. A POST that spends the upload budget is
+ * cut; a tunnel that only downloads goes on to its end. */
+MODE_TEST (egress, a_spent_upload_budget_cuts_only_what_uploads, .timeout = 60)
+{
+  struct origin o, plain;
+  origin_start (&o, true);
+  origin_start (&plain, false);
+  char input[160], port[16];
+  snprintf (input, sizeof input, "%s/ca.pem:ca.pem", o.dir);
+  snprintf (port, sizeof port, "%u", plain.port);
+  char code[2048];
+  snprintf (
+      code, sizeof code,
+      "import socket, ssl\n"
+      "s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+      "s.sendall(b'CONNECT tls.nsbox.test:%u HTTP/1.1\\r\\nHost: tls.nsbox.test\\r\\n\\r\\n')\n"
+      "assert s.recv(4096).startswith(b'HTTP/1.1 200')\n"
+      "ctx = ssl.create_default_context(cafile='/mnt/in/ca.pem')\n"
+      "t = ctx.wrap_socket(s, server_hostname='tls.nsbox.test')\n"
+      "t.sendall(b'GET /slow/40000 HTTP/1.0\\r\\nHost: tls.nsbox.test\\r\\n\\r\\n')\n"
+      "data = t.recv(65536)\n"
+      "b = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+      "b.sendall(b'POST http://web.nsbox.test:%u/echo HTTP/1.1\\r\\n'\n"
+      "          b'Host: web.nsbox.test:%u\\r\\nContent-Length: 200000\\r\\n\\r\\n')\n"
+      "answer = b''\n"
+      "try:\n"
+      "    b.sendall(b'z' * 200000)\n"
+      "    while True:\n"
+      "        d = b.recv(65536)\n"
+      "        if not d:\n"
+      "            break\n"
+      "        answer += d\n"
+      "except OSError:\n"
+      "    pass\n"
+      "b.close()\n"
+      "print('post answer', answer[:12])\n"
+      "while True:\n"
+      "    d = t.recv(65536)\n"
+      "    if not d:\n"
+      "        break\n"
+      "    data += d\n"
+      "print('tunnel body', len(data.split(b'\\r\\n\\r\\n', 1)[1]))\n",
+      o.port, plain.port, plain.port);
+  const char *const extra[] = { "--egress-allow",
+                                "tls.nsbox.test",
+                                "--egress-allow",
+                                "web.nsbox.test",
+                                "--egress-ports",
+                                port,
+                                "--inputs",
+                                input,
+                                "--egress-bytes",
+                                "64k",
+                                NULL };
+  struct run_out out;
+  if (egress_run (*mode, &o, code, extra, &out))
+    {
+      /* The program's own view: no answer to the POST, the whole download. */
+      RUN_ASSERT (&out,
+                  strcmp (run_stdout (&out, NULL), "post answer b''\ntunnel body 40000\n") == 0,
+                  "the POST was answered or the tunnel did not get its whole download");
+      RUN_ASSERT (&out,
+                  strcmp (log_reason (&out, "POST"), "cut at the byte limit (egress-bytes)") == 0,
+                  "the POST was not cut at the byte limit: %s", log_reason (&out, "POST"));
+      RUN_ASSERT (&out, strcmp (log_reason (&out, "CONNECT"), "closed") == 0,
+                  "the tunnel ended otherwise: %s", log_reason (&out, "CONNECT"));
+    }
+  run_out_free (&out);
+  origin_stop (&plain);
+  origin_stop (&o);
+}
+
 MODE_TEST (egress, a_thousand_connections_are_bounded_by_the_connection_limit, .timeout = 120)
 {
   struct origin o;
