@@ -603,6 +603,7 @@ struct flow
   int pipe[2];
   size_t size; /* the pipe's capacity */
   size_t held; /* bytes in the pipe */
+  bool full;   /* a splice in found no room: wait for a splice out */
   bool eof;    /* the reading side ended */
   bool shut;   /* and the writing side was shut down after the last byte */
 };
@@ -652,7 +653,7 @@ flow_set_size (struct flow *f, int size)
 static int
 flow_open (struct flow *f)
 {
-  *f = (struct flow){ { -1, -1 }, 0, 0, false, false };
+  *f = (struct flow){ { -1, -1 }, 0, 0, false, false, false };
   if (pipe2 (f->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
     return -errno;
   int r = flow_set_size (f, FLOW_PIPE_START);
@@ -703,11 +704,11 @@ relay (struct conn *c, uint64_t up_limit)
       if (down.shut && (up.shut || up_limit != UINT64_MAX))
         break;
       struct pollfd p[2] = { { c->client, 0, 0 }, { c->upstream, 0, 0 } };
-      if (!up.eof && up.held < up.size)
+      if (!up.eof && up.held < up.size && !up.full)
         p[0].events |= POLLIN;
       if (down.held > 0)
         p[0].events |= POLLOUT;
-      if (!down.eof && down.held < down.size)
+      if (!down.eof && down.held < down.size && !down.full)
         p[1].events |= POLLIN;
       if (up.held > 0)
         p[1].events |= POLLOUT;
@@ -770,7 +771,8 @@ relay (struct conn *c, uint64_t up_limit)
           int to = side == 0 ? c->upstream : c->client;
           uint64_t *count = side == 0 ? &c->sent : &c->received;
           bool just_read = false;
-          if ((p[side].revents & (POLLIN | POLLHUP | POLLERR)) && !f->eof && f->held < f->size)
+          if ((p[side].revents & (POLLIN | POLLHUP | POLLERR)) && !f->eof && f->held < f->size
+              && !f->full)
             {
               size_t want = f->size - f->held;
               if (side == 0 && up_left < want)
@@ -794,6 +796,11 @@ relay (struct conn *c, uint64_t up_limit)
               int error = r < 0 ? errno : 0;
               size_t moved = r > 0 && !over ? (size_t)r : 0;
               refund (e, side == 0, allowed - moved);
+              if (error == EAGAIN && f->held > 0)
+                /* A pipe counts pages, not bytes: small segments fill it
+                 * before `size`. Reading waits for room, or poll would
+                 * report the waiting bytes at once, round after round. */
+                f->full = true;
               if (over)
                 {
                   /* What is in the pipes still goes, then the connection
@@ -841,6 +848,7 @@ relay (struct conn *c, uint64_t up_limit)
               if (w > 0)
                 {
                   f->held -= (size_t)w;
+                  f->full = false;
                   *count += (uint64_t)w;
                   progress = true;
                 }

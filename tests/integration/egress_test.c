@@ -601,6 +601,61 @@ MODE_TEST (egress, a_spent_upload_budget_cuts_only_what_uploads, .timeout = 60)
   origin_stop (&o);
 }
 
+/* A program reading a download slowly, 16 KiB per 10 ms: the relay waits
+ * for it, however the bytes arrive, and however long the kernel's socket
+ * buffers take to drain. `path` is /drip/N (96-byte segments: a pipe fills
+ * by pages before bytes; 96 keeps the pattern) or /bytes/N (64 KiB writes:
+ * megabytes wait in the relay's socket while it has nothing to do). The
+ * program's segments are 1460 bytes, as on a real network: with
+ * loopback's 64 KiB segments a slow reader's window stays below one
+ * segment and TCP waits on its persist timer, really idle. */
+static void
+slow_reader (enum run_mode mode, const char *path, const char *idle)
+{
+  struct origin o;
+  origin_start (&o, false);
+  char code[1536];
+  snprintf (code, sizeof code,
+            "import socket, time\n"
+            "s = socket.socket()\n"
+            "s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1460)\n"
+            "s.settimeout(20)\n"
+            "s.connect(('127.0.0.1', 3128))\n"
+            "s.sendall(b'GET http://web.nsbox.test:%u%s HTTP/1.1\\r\\n'\n"
+            "          b'Host: web.nsbox.test:%u\\r\\n\\r\\n')\n"
+            "data = bytearray()\n"
+            "while True:\n"
+            "    d = s.recv(16384)\n"
+            "    if not d:\n"
+            "        break\n"
+            "    data += d\n"
+            "    time.sleep(0.01)\n"
+            "body = bytes(data.split(b'\\r\\n\\r\\n', 1)[1])\n"
+            "print('body', len(body), body == b'0123456789abcdef' * (len(body) // 16))\n",
+            o.port, path, o.port);
+  const char *const extra[] = {
+    "--egress-allow", "web.nsbox.test", "--timeout", "40s", "--egress-idle-timeout", idle, NULL
+  };
+  struct run_out out;
+  if (egress_run (mode, &o, code, extra, &out))
+    {
+      long want = strtol (strrchr (path, '/') + 1, NULL, 10);
+      char expected[64];
+      snprintf (expected, sizeof expected, "body %ld True\n", want);
+      RUN_ASSERT (&out, strcmp (run_stdout (&out, NULL), expected) == 0,
+                  "the slow reader did not get the whole download");
+      RUN_ASSERT (&out, strcmp (log_reason (&out, "GET"), "closed") == 0,
+                  "the connection ended otherwise: %s", log_reason (&out, "GET"));
+    }
+  run_out_free (&out);
+  origin_stop (&o);
+}
+
+MODE_TEST (egress, a_slow_reader_of_small_segments_gets_every_byte, .timeout = 60)
+{
+  slow_reader (*mode, "/drip/6000000", "30s");
+}
+
 MODE_TEST (egress, a_thousand_connections_are_bounded_by_the_connection_limit, .timeout = 120)
 {
   struct origin o;
