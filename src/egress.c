@@ -12,6 +12,7 @@
 #include <ifaddrs.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <resolv.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -662,6 +664,15 @@ flow_open (struct flow *f)
   return r;
 }
 
+/* Bytes in a socket's send queue not yet taken by the other end (-1 if
+ * unknown). */
+static int
+send_queue (int fd)
+{
+  int n;
+  return ioctl (fd, SIOCOUTQ, &n) < 0 ? -1 : n;
+}
+
 /* Copies both ways until both sides end, the idle timeout passes, the byte
  * budget runs out or the run ends. `up_limit`: plain HTTP sends only the
  * rest of the request body upstream (UINT64_MAX: a tunnel). */
@@ -686,6 +697,7 @@ relay (struct conn *c, uint64_t up_limit)
   uint64_t up_left = up_limit;
   uint64_t last = nsbox_now_ms ();
   unsigned idle_wakes = 0;
+  int queued[2] = { send_queue (c->client), send_queue (c->upstream) };
   bool eager = false;
   c->end = "closed";
   for (;;)
@@ -727,6 +739,16 @@ relay (struct conn *c, uint64_t up_limit)
       uint64_t now = nsbox_now_ms ();
       if (now - last >= e->idle_ms)
         {
+          /* The relay moved nothing, but a slow reader may still be
+           * draining what the kernel holds in a socket's send queue
+           * (megabytes): bytes are moving, the connection is not idle. */
+          int q[2] = { send_queue (c->client), send_queue (c->upstream) };
+          if (q[0] != queued[0] || q[1] != queued[1])
+            {
+              memcpy (queued, q, sizeof queued);
+              last = now;
+              continue;
+            }
           c->end = "idle (egress-idle-timeout)";
           break;
         }

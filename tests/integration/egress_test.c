@@ -656,6 +656,11 @@ MODE_TEST (egress, a_slow_reader_of_small_segments_gets_every_byte, .timeout = 6
   slow_reader (*mode, "/drip/6000000", "30s");
 }
 
+MODE_TEST (egress, bytes_draining_from_a_socket_are_not_idle, .timeout = 60)
+{
+  slow_reader (*mode, "/bytes/5000000", "300ms");
+}
+
 MODE_TEST (egress, a_thousand_connections_are_bounded_by_the_connection_limit, .timeout = 120)
 {
   struct origin o;
