@@ -601,7 +601,7 @@ MODE_TEST (egress, a_spent_upload_budget_cuts_only_what_uploads, .timeout = 60)
   origin_stop (&o);
 }
 
-/* A program reading a download slowly, 16 KiB per 10 ms: the relay waits
+/* A program reading a download slowly, 16 KiB per 20 ms: the relay waits
  * for it, however the bytes arrive, and however long the kernel's socket
  * buffers take to drain. `path` is /drip/N (96-byte segments: a pipe fills
  * by pages before bytes; 96 keeps the pattern) or /bytes/N (64 KiB writes:
@@ -629,7 +629,7 @@ slow_reader (enum run_mode mode, const char *path, const char *idle)
             "    if not d:\n"
             "        break\n"
             "    data += d\n"
-            "    time.sleep(0.01)\n"
+            "    time.sleep(0.02)\n"
             "body = bytes(data.split(b'\\r\\n\\r\\n', 1)[1])\n"
             "print('body', len(body), body == b'0123456789abcdef' * (len(body) // 16))\n",
             o.port, path, o.port);
@@ -653,12 +653,12 @@ slow_reader (enum run_mode mode, const char *path, const char *idle)
 
 MODE_TEST (egress, a_slow_reader_of_small_segments_gets_every_byte, .timeout = 60)
 {
-  slow_reader (*mode, "/drip/6000000", "30s");
+  slow_reader (*mode, "/drip/3000000", "30s");
 }
 
 MODE_TEST (egress, bytes_draining_from_a_socket_are_not_idle, .timeout = 60)
 {
-  slow_reader (*mode, "/bytes/5000000", "300ms");
+  slow_reader (*mode, "/bytes/4000000", "500ms");
 }
 
 MODE_TEST (egress, a_thousand_connections_are_bounded_by_the_connection_limit, .timeout = 120)
