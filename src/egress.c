@@ -40,7 +40,6 @@
 /* The request head and a ClientHello must arrive within this, whatever
  * the idle timeout. */
 #define HEAD_DEADLINE_MS 10000
-#define LOCAL_ADDRESSES_MAX 64
 #define CONNECT_TIMEOUT_MS 10000
 #define THREAD_STACK (256 * 1024)
 /* How long the end of a run waits for connection threads (one may be in
@@ -70,8 +69,6 @@ struct nsbox_egress
   size_t n_pins;
   /* This machine's own addresses: the launcher connects from the host's
    * network namespace, where they reach the host's services. */
-  struct sockaddr_storage local[LOCAL_ADDRESSES_MAX];
-  size_t n_local;
   uint16_t ports[NSBOX_EGRESS_PORTS_MAX];
   size_t n_ports;
   uint64_t max_connections, max_concurrent, max_bytes, idle_ms;
@@ -381,9 +378,9 @@ host_allowed (char *const *allow, size_t n, const char *host)
 }
 
 static bool
-same_address (const struct sockaddr *a, const struct sockaddr_storage *b)
+same_address (const struct sockaddr *a, const struct sockaddr *b)
 {
-  if (a->sa_family != b->ss_family)
+  if (a->sa_family != b->sa_family)
     return false;
   if (a->sa_family == AF_INET)
     return ((const struct sockaddr_in *)a)->sin_addr.s_addr
@@ -393,28 +390,17 @@ same_address (const struct sockaddr *a, const struct sockaddr_storage *b)
          == 0;
 }
 
+/* Why an address the resolver gave is refused, or NULL. `own`: this
+ * machine's addresses, listed at this resolution (every one of them, as
+ * they are now). */
 static const char *
-address_refused (const struct nsbox_egress *e, const struct sockaddr *sa)
+address_refused (const struct ifaddrs *own, const struct sockaddr *sa)
 {
   const char *why = nsbox_egress_address_refused (sa);
-  for (size_t i = 0; !why && i < e->n_local; i++)
-    if (same_address (sa, &e->local[i]))
+  for (const struct ifaddrs *i = own; !why && i; i = i->ifa_next)
+    if (i->ifa_addr && same_address (sa, i->ifa_addr))
       why = "this machine's own";
   return why;
-}
-
-static void
-collect_local_addresses (struct nsbox_egress *e)
-{
-  struct ifaddrs *list = NULL;
-  if (getifaddrs (&list) < 0)
-    return;
-  for (struct ifaddrs *i = list; i && e->n_local < LOCAL_ADDRESSES_MAX; i = i->ifa_next)
-    if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
-      memcpy (&e->local[e->n_local++], i->ifa_addr,
-              i->ifa_addr->sa_family == AF_INET ? sizeof (struct sockaddr_in)
-                                                : sizeof (struct sockaddr_in6));
-  freeifaddrs (list);
 }
 
 static void
@@ -454,12 +440,20 @@ resolve (struct conn *c, struct sockaddr_storage *out, size_t *n_out, size_t max
               r == EAI_SYSTEM ? strerror (errno) : gai_strerror (r));
       return 502;
     }
+  struct ifaddrs *own = NULL;
+  if (getifaddrs (&own) < 0)
+    {
+      refuse (c, "cannot list this machine's own addresses to check %s: %s", c->host,
+              strerror (errno));
+      freeaddrinfo (list);
+      return 502;
+    }
   int status = 0;
   for (struct addrinfo *a = list; a; a = a->ai_next)
     {
       if (a->ai_family != AF_INET && a->ai_family != AF_INET6)
         continue;
-      const char *why = address_refused (e, a->ai_addr);
+      const char *why = address_refused (own, a->ai_addr);
       if (why)
         {
           /* One private address among public ones is a rebinding set-up:
@@ -478,6 +472,7 @@ resolve (struct conn *c, struct sockaddr_storage *out, size_t *n_out, size_t max
           (*n_out)++;
         }
     }
+  freeifaddrs (own);
   freeaddrinfo (list);
   if (status)
     {
@@ -1320,7 +1315,6 @@ nsbox_egress_new (const nsbox_config *config, struct nsbox_egress **out, struct 
     if (!nsbox_egress_pin_parse (config->egress_resolve[i], e->pins[e->n_pins].name,
                                  &e->pins[e->n_pins].address))
       e->n_pins++;
-  collect_local_addresses (e);
   proxy_register (e);
   *out = e;
   return 0;
