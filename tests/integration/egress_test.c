@@ -972,7 +972,8 @@ rebinding_child (const char *dir)
                         "{\"rebind.nsbox.test\": [\"93.184.215.14\", \"127.0.0.1\"], "
                         "\"private.nsbox.test\": [\"10.0.0.7\"], "
                         "\"intranet.corp.nsbox.test\": [\"93.184.215.15\"], "
-                        "\"self.nsbox.test\": [\"93.184.215.20\"]}",
+                        "\"self.nsbox.test\": [\"93.184.215.20\"], "
+                        "\"self6.nsbox.test\": [\"::ffff:93.184.215.20\"]}",
                         NULL };
   const char *origin[]
       = { "python3", FIXTURES "/origin.py", "--port-file", origin_port, "--log", origin_log, NULL };
@@ -998,7 +999,8 @@ rebinding_child (const char *dir)
   snprintf (code, sizeof code,
             "import urllib.request, urllib.error\n"
             "for host in ['rebind.nsbox.test', 'rebind.nsbox.test', 'private.nsbox.test',\n"
-            "             'intranet', 'ghost.nsbox.test', 'self.nsbox.test']:\n"
+            "             'intranet', 'ghost.nsbox.test', 'self.nsbox.test',\n"
+            "             'self6.nsbox.test']:\n"
             "    try:\n"
             "        urllib.request.urlopen('http://%%s:%u/hello' %% host, timeout=15)\n"
             "        print('reached')\n"
@@ -1051,8 +1053,11 @@ rebinding_child (const char *dir)
                a_private);
       failed = 1;
     }
-  /* This machine's own address is refused like loopback. */
+  /* This machine's own address is refused like loopback, also as the
+   * IPv4-mapped IPv6 address that reaches it. */
   if (!strstr (s, "403 nsbox egress proxy: self.nsbox.test resolves to this machine's own address")
+      || !strstr (s,
+                  "403 nsbox egress proxy: self6.nsbox.test resolves to this machine's own address")
       || listener_was_connected (self_fd))
     {
       fprintf (stderr, "this machine's own address was not refused: %s\n", run_describe (&out));
