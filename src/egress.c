@@ -67,8 +67,6 @@ struct nsbox_egress
   size_t n_allow;
   struct pin *pins;
   size_t n_pins;
-  /* This machine's own addresses: the launcher connects from the host's
-   * network namespace, where they reach the host's services. */
   uint16_t ports[NSBOX_EGRESS_PORTS_MAX];
   size_t n_ports;
   uint64_t max_connections, max_concurrent, max_bytes, idle_ms;
@@ -377,50 +375,33 @@ host_allowed (char *const *allow, size_t n, const char *host)
   return false;
 }
 
-/* An address as the IPv4 one it stands for when it is IPv4-mapped
- * (::ffff:a.b.c.d reaches a.b.c.d), else as it is. */
-static void
-plain_address (const struct sockaddr *sa, struct sockaddr_storage *out)
-{
-  memset (out, 0, sizeof *out);
-  const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)sa;
-  if (sa->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED (&v6->sin6_addr))
-    {
-      struct sockaddr_in *v4 = (struct sockaddr_in *)out;
-      v4->sin_family = AF_INET;
-      memcpy (&v4->sin_addr, &v6->sin6_addr.s6_addr[12], 4);
-    }
-  else
-    memcpy (out, sa,
-            sa->sa_family == AF_INET ? sizeof (struct sockaddr_in) : sizeof (struct sockaddr_in6));
-}
-
 static bool
 same_address (const struct sockaddr *a, const struct sockaddr *b)
 {
   struct sockaddr_storage x, y;
-  plain_address (a, &x);
-  plain_address (b, &y);
+  nsbox_egress_plain_address (a, &x);
+  nsbox_egress_plain_address (b, &y);
   if (x.ss_family != y.ss_family)
     return false;
   if (x.ss_family == AF_INET)
     return ((const struct sockaddr_in *)&x)->sin_addr.s_addr
            == ((const struct sockaddr_in *)&y)->sin_addr.s_addr;
-  return memcmp (&((const struct sockaddr_in6 *)&x)->sin6_addr,
-                 &((const struct sockaddr_in6 *)&y)->sin6_addr, sizeof (struct in6_addr))
-         == 0;
+  return x.ss_family == AF_INET6
+         && memcmp (&((const struct sockaddr_in6 *)&x)->sin6_addr,
+                    &((const struct sockaddr_in6 *)&y)->sin6_addr, sizeof (struct in6_addr))
+                == 0;
 }
 
 /* Why an address the resolver gave is refused, or NULL. `own`: this
  * machine's addresses, listed at this resolution (every one of them, as
- * they are now). */
+ * they are now): the launcher connects from the host's network namespace,
+ * where they reach the host's services. */
 static const char *
 address_refused (const struct ifaddrs *own, const struct sockaddr *sa)
 {
   const char *why = nsbox_egress_address_refused (sa);
   for (const struct ifaddrs *i = own; !why && i; i = i->ifa_next)
-    if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6)
-        && same_address (sa, i->ifa_addr))
+    if (i->ifa_addr && same_address (sa, i->ifa_addr))
       why = "this machine's own";
   return why;
 }

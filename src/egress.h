@@ -77,6 +77,13 @@ void nsbox_egress_address_text (const struct sockaddr *address, char *out,
  * IPv4-mapped IPv6 address is judged by its IPv4 address. */
 const char *nsbox_egress_address_refused (const struct sockaddr *address) NSBOX_INTERNAL;
 
+/* `address` as the IPv4 address it stands for when it is IPv4-mapped
+ * (::ffff:a.b.c.d reaches a.b.c.d), else as it is; the port is kept for
+ * neither. Only AF_INET and AF_INET6 are copied: any other family leaves
+ * just ss_family set. */
+void nsbox_egress_plain_address (const struct sockaddr *address,
+                                 struct sockaddr_storage *out) NSBOX_INTERNAL;
+
 /* ---- the request (egress_policy.c, pure) ---- */
 
 enum nsbox_egress_parse

@@ -276,10 +276,6 @@ in_net6 (const uint8_t *a, const struct net6 *n)
 static const char *
 refused_v6 (const uint8_t *a)
 {
-  static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
-  if (memcmp (a, mapped, sizeof mapped) == 0)
-    return refused_v4 ((uint32_t)a[12] << 24 | (uint32_t)a[13] << 16 | (uint32_t)a[14] << 8
-                       | a[15]);
   for (size_t i = 0; i < ARRAY_SIZE (refused6); i++)
     if (in_net6 (a, &refused6[i]))
       return refused6[i].why;
@@ -289,13 +285,35 @@ refused_v6 (const uint8_t *a)
   return NULL;
 }
 
+void
+nsbox_egress_plain_address (const struct sockaddr *address, struct sockaddr_storage *out)
+{
+  memset (out, 0, sizeof *out);
+  out->ss_family = address->sa_family;
+  if (address->sa_family == AF_INET)
+    ((struct sockaddr_in *)out)->sin_addr = ((const struct sockaddr_in *)address)->sin_addr;
+  else if (address->sa_family == AF_INET6)
+    {
+      const struct in6_addr *a = &((const struct sockaddr_in6 *)address)->sin6_addr;
+      if (IN6_IS_ADDR_V4MAPPED (a))
+        {
+          out->ss_family = AF_INET;
+          memcpy (&((struct sockaddr_in *)out)->sin_addr, &a->s6_addr[12], 4);
+        }
+      else
+        ((struct sockaddr_in6 *)out)->sin6_addr = *a;
+    }
+}
+
 const char *
 nsbox_egress_address_refused (const struct sockaddr *address)
 {
-  if (address->sa_family == AF_INET)
-    return refused_v4 (ntohl (((const struct sockaddr_in *)address)->sin_addr.s_addr));
-  if (address->sa_family == AF_INET6)
-    return refused_v6 (((const struct sockaddr_in6 *)address)->sin6_addr.s6_addr);
+  struct sockaddr_storage plain;
+  nsbox_egress_plain_address (address, &plain);
+  if (plain.ss_family == AF_INET)
+    return refused_v4 (ntohl (((const struct sockaddr_in *)&plain)->sin_addr.s_addr));
+  if (plain.ss_family == AF_INET6)
+    return refused_v6 (((const struct sockaddr_in6 *)&plain)->sin6_addr.s6_addr);
   return "not an internet address";
 }
 
