@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nsbox.h"
@@ -115,14 +116,31 @@ count_mounts (void)
   return n;
 }
 
+/* The threads of this process. pthread_join returns once the kernel has
+ * cleared the thread's tid, which happens before the exiting task leaves the
+ * thread group, so for a moment after the last join /proc may still count a
+ * thread. Wait up to 2 s for the count to settle at 1: a thread that is still
+ * there after that is one nsbox left behind. */
+static int
+settled_threads (void)
+{
+  int n = (int)status_kb ("Threads:");
+  for (int i = 0; i < 200 && n > 1; i++)
+    {
+      nanosleep (&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+      n = (int)status_kb ("Threads:");
+    }
+  return n;
+}
+
 static void
 take_snapshot (struct snapshot *s)
 {
+  s->threads = settled_threads ();
   struct mallinfo2 mi = mallinfo2 ();
   s->heap_bytes = (long long)(mi.uordblks + mi.hblkhd);
   s->fds = count_fds (getpid ()) - 1; /* the directory's own fd */
   s->rss_kb = status_kb ("VmRSS:");
-  s->threads = (int)status_kb ("Threads:");
   s->children = count_children ();
   s->cgroups = have_cgroups () ? count_nsbox_cgroups (getpid (), NULL, 0) : 0;
   s->mounts = count_mounts ();
