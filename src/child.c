@@ -214,20 +214,42 @@ nsbox_child_fork (void)
 void
 nsbox_child_reap (pid_t program)
 {
+  struct nsbox_report report;
+  memset (&report, 0, sizeof report);
+  report.kind = NSBOX_REPORT_STATUS;
+  bool ended = false;
+  /* After the program's end, at most this many zombies are reaped before
+   * init gives up on being alone (a chain of forks that exit could feed it
+   * orphans without end) and ends the rest with its own exit. */
+  int leftovers = 64;
   for (;;)
     {
       int status;
-      pid_t pid = wait4 (-1, &status, 0, NULL);
+      struct rusage ru;
+      /* Once the program ended, only what is already there is reaped:
+       * ECHILD then means no process of the sandbox is left but init. */
+      pid_t pid = wait4 (-1, &status, __WALL | (ended ? WNOHANG : 0), &ru);
       if (pid < 0 && errno == EINTR)
         continue;
-      if (pid < 0)
+      if (pid < 0 && !(ended && errno == ECHILD))
         nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
-      if (pid != program)
+      if (pid > 0)
+        {
+          report.reaped_cpu_usec += (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000
+                                    + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+          if ((uint64_t)ru.ru_maxrss > report.reaped_maxrss_kb)
+            report.reaped_maxrss_kb = (uint64_t)ru.ru_maxrss;
+        }
+      if (pid == program)
+        {
+          report.status = status;
+          ended = true;
+          continue;
+        }
+      if (!ended || (pid > 0 && --leftovers > 0))
         continue;
-      struct nsbox_report report;
-      memset (&report, 0, sizeof report);
-      report.kind = NSBOX_REPORT_STATUS;
-      report.status = status;
+      /* ECHILD: none left; 0: others still run; a pid: too many. */
+      report.alone = pid < 0;
       send_report (&report);
       _exit (0);
     }

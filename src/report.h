@@ -70,6 +70,14 @@ struct nsbox_report
   int32_t step;
   int32_t err;
   int32_t status;
+  /* status: init has no other process left (its wait4 said ECHILD), so
+   * nothing of the sandbox runs any more but init, which only exits. */
+  int32_t alone;
+  int32_t unused;
+  /* status: CPU time (microseconds) and the largest resident set (KiB) of
+   * every process init reaped, as wait4 gave them. */
+  uint64_t reaped_cpu_usec;
+  uint64_t reaped_maxrss_kb;
   char detail[240];
 };
 

@@ -168,6 +168,9 @@ launch_release (struct nsbox_launch *r)
       free (r);
       return;
     }
+  /* An init that reported its program's end with nothing else left is
+   * reaped here, off the run's time (nsbox_supervise). */
+  nsbox_spawn_abort (&r->child);
   /* The mounts go first: their tmpfs pages are charged to the cgroups, and
    * the image stays locked while it is mounted. */
   if (r->mnt_ns_fd >= 0)

@@ -134,6 +134,20 @@ process_ticks (pid_t pid)
   return nsbox_proc_stat_fields (path, 14, 4, t) ? t[0] + t[1] + t[2] + t[3] : 0;
 }
 
+/* utime and stime of one process alone, in microseconds (0 when it cannot
+ * be read). */
+static uint64_t
+process_cpu_usec (pid_t pid)
+{
+  char path[64];
+  uint64_t t[2];
+  long hz = sysconf (_SC_CLK_TCK);
+  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
+  if (hz <= 0 || !nsbox_proc_stat_fields (path, 14, 2, t))
+    return 0;
+  return (t[0] + t[1]) * (1000000 / (uint64_t)hz);
+}
+
 /* At most this many processes of a tree are counted. */
 #define TREE_MAX 4096
 
@@ -239,10 +253,22 @@ kill_sandbox (struct loop *l)
     syscall (SYS_pidfd_send_signal, l->child->pidfd, SIGKILL, NULL, 0);
 }
 
+/* Whether init reported the program's status with nothing else of the
+ * sandbox left running, so the run is over before init's own exit (the
+ * teardown of its namespaces and of its copy of our memory). */
+static bool
+ended_alone (const struct loop *l)
+{
+  return l->status_report.kind == NSBOX_REPORT_STATUS && l->status_report.alone
+         && l->error_report.kind == 0 && !l->killed;
+}
+
 static bool
 finished (const struct loop *l)
 {
-  return l->exited && l->s->stdout_fd < 0 && l->s->stderr_fd < 0 && l->s->report_fd < 0;
+  if (l->s->stdout_fd >= 0 || l->s->stderr_fd >= 0)
+    return false;
+  return (l->exited && l->s->report_fd < 0) || ended_alone (l);
 }
 
 static int
@@ -424,19 +450,34 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   nsbox_close_slot (&s->report_fd);
 
   siginfo_t info;
-  struct rusage ru;
   memset (&info, 0, sizeof info);
-  memset (&ru, 0, sizeof ru);
-  while (syscall (SYS_waitid, P_PIDFD, child->pidfd, &info, WEXITED | __WALL, &ru) < 0
-         && errno == EINTR)
-    ;
-  nsbox_close_slot (&child->pidfd);
+  uint64_t cpu_usec, maxrss_kb;
+  if (r >= 0 && !l.exited && ended_alone (&l))
+    {
+      /* init is left to exit on its own and is reaped with the launch
+       * (nsbox_spawn_abort): what it reaped counts, and its own time where
+       * no cgroup counts the CPU (nsbox_limits_collect sets it then). */
+      cpu_usec
+          = l.status_report.reaped_cpu_usec + (l.sample_cpu ? process_cpu_usec (child->pid) : 0);
+      maxrss_kb = l.status_report.reaped_maxrss_kb;
+    }
+  else
+    {
+      struct rusage ru;
+      memset (&ru, 0, sizeof ru);
+      while (syscall (SYS_waitid, P_PIDFD, child->pidfd, &info, WEXITED | __WALL, &ru) < 0
+             && errno == EINTR)
+        ;
+      nsbox_close_slot (&child->pidfd);
+      cpu_usec = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000
+                 + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+      maxrss_kb = (uint64_t)ru.ru_maxrss;
+    }
   res->duration_ms = nsbox_now_ms () - start;
-  res->cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000
-                + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+  res->cpu_ms = cpu_usec / 1000;
   if (l.cpu_seen_usec / 1000 > res->cpu_ms)
     res->cpu_ms = l.cpu_seen_usec / 1000;
-  res->memory_peak_bytes = (uint64_t)ru.ru_maxrss * 1024;
+  res->memory_peak_bytes = maxrss_kb * 1024;
   store_output (&l, res);
   res->timeout_ms = d->timeout_ms;
   res->memory_limit_bytes = d->memory_bytes;

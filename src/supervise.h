@@ -37,7 +37,10 @@ struct nsbox_dispatch
 /* Runs until the sandbox is gone and its output drained. Fills the output,
  * timing and exit fields of `res`. Returns a setup error reported by the
  * child (after reaping it) as a negative errno with `err` filled. Closes
- * every fd in `streams` and the child's pidfd. */
+ * every fd in `streams`, and reaps the child and closes its pidfd, except
+ * when init reported the program's status with no other process left: then
+ * init is only exiting, and the pidfd stays open for the caller to reap it
+ * (nsbox_spawn_abort) off the run's time. */
 int nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *streams,
                      struct nsbox_limits *limits, const struct nsbox_dispatch *dispatch,
                      struct nsbox_result *res, struct nsbox_error **err) NSBOX_INTERNAL;

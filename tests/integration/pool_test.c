@@ -75,12 +75,83 @@ Test (pool, a_background_process_is_gone_before_the_next_run_starts, .timeout = 
   int left = harness_is_runsc ()
                  ? 0
                  : count_uid_processes (sandbox_host_uid (), needle, desc, sizeof desc);
-  bool entry_gone = process_gone (entry);
+  bool emptied = sandbox_emptied (entry);
   assert_warm (&out);
   assert_prints (&out, "started\n");
   RUN_ASSERT (&out, left == 0, "%d process(es) of the run outlived it: %s", left, desc);
-  RUN_ASSERT (&out, entry_gone,
-              "the used entry's init (host pid %d), PID 1 of the sandbox, outlived the run",
+  RUN_ASSERT (&out, emptied,
+              "the used entry's init (host pid %d), PID 1 of the sandbox, still had a child "
+              "when the run's result came",
+              (int)entry);
+  run_out_free (&out);
+  pool_stop (&job);
+}
+
+/* Whether a process named `comm` lives on the host (dying ones included:
+ * its /proc entry stays until it is reaped). */
+static bool
+comm_lives (const char *comm)
+{
+  DIR *proc = opendir ("/proc");
+  cr_assert_not_null (proc, "opendir /proc: %s", strerror (errno));
+  bool found = false;
+  struct dirent *d;
+  while (!found && (d = readdir (proc)))
+    {
+      char path[300], buf[64] = "";
+      snprintf (path, sizeof path, "/proc/%s/comm", d->d_name);
+      FILE *f = fopen (path, "re");
+      if (!f)
+        continue;
+      found = fgets (buf, sizeof buf, f) && strncmp (buf, comm, strlen (comm)) == 0;
+      fclose (f);
+    }
+  closedir (proc);
+  return found;
+}
+
+/* A run's result may come before its init has finished exiting only when
+ * nothing else of the sandbox is left. Here the program leaves a daemon
+ * that holds none of its output pipes, so only init's own check (no child
+ * left) keeps the result back until the daemon is gone; its 128 MiB make
+ * its death slow enough to be seen if the result came early. */
+Test (pool, a_daemon_without_the_program_s_pipes_is_gone_when_the_result_comes, .timeout = 120)
+{
+  char comm[16], code[1024];
+  snprintf (comm, sizeof comm, "nsbx%08x",
+            (unsigned)(getpid () * 2654435761u ^ (unsigned)time (NULL)));
+  snprintf (code, sizeof code,
+            "import os, time\n"
+            "r, w = os.pipe()\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    null = os.open('/dev/null', os.O_RDWR)\n"
+            "    for fd in (0, 1, 2):\n"
+            "        os.dup2(null, fd)\n"
+            "    ballast = b'x' * (512 << 20)\n"
+            "    with open('/proc/self/comm', 'w') as f:\n"
+            "        f.write('%s')\n"
+            "    os.write(w, b'1')\n"
+            "    time.sleep(1000)\n"
+            "os.close(w)\n"
+            "os.read(r, 1)\n"
+            "print('started')\n",
+            comm);
+  const char *const args[] = { "--memory", "1g", NULL };
+  struct pool_job job;
+  pool_start (args, 1, &job);
+  pid_t entry = the_one_entry (&job);
+  struct run_out out;
+  pool_run (&job, code, NULL, &out);
+  /* Checked at once, before any further run. */
+  bool daemon_lives = !harness_is_runsc () && comm_lives (comm);
+  bool emptied = sandbox_emptied (entry);
+  assert_warm (&out);
+  assert_prints (&out, "started\n");
+  RUN_ASSERT (&out, !daemon_lives, "the daemon '%s' outlived the run's result", comm);
+  RUN_ASSERT (&out, emptied,
+              "the used entry's init (host pid %d), PID 1 of the sandbox, still had a child "
+              "when the run's result came",
               (int)entry);
   run_out_free (&out);
   pool_stop (&job);

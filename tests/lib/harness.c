@@ -2129,6 +2129,13 @@ process_gone (pid_t pid)
   return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
+bool
+sandbox_emptied (pid_t init)
+{
+  pid_t child;
+  return process_gone (init) || children_of (init, &child, 1) == 0;
+}
+
 int
 children_of (pid_t pid, pid_t *out, int max)
 {

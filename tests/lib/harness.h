@@ -265,6 +265,10 @@ void sleep_seconds (double seconds);
 bool process_gone (pid_t pid);
 /* The children of every thread of pid; returns how many (at most max). */
 int children_of (pid_t pid, pid_t *out, int max);
+/* A used sandbox whose init is pid holds nothing any more: init is gone, or
+ * it has no child left (it reported its program's end alone and is only
+ * exiting). Every process of the sandbox descends from its init. */
+bool sandbox_emptied (pid_t init);
 int count_fds (pid_t pid);
 long rss_kb (pid_t pid);
 
