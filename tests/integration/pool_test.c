@@ -25,6 +25,19 @@ assert_warm (struct run_out *out)
               "the run was not served by a pooled sandbox");
 }
 
+/* A warm run that printed "started" and whose entry (its init's host pid)
+ * held nothing any more when its result came (sandbox_emptied). */
+static void
+assert_started_and_emptied (struct run_out *out, pid_t entry, bool emptied)
+{
+  assert_warm (out);
+  assert_prints (out, "started\n");
+  RUN_ASSERT (out, emptied,
+              "the used entry's init (host pid %d), PID 1 of the sandbox, still had a child "
+              "when the run's result came",
+              (int)entry);
+}
+
 static pid_t
 the_one_entry (struct pool_job *job)
 {
@@ -76,13 +89,8 @@ Test (pool, a_background_process_is_gone_before_the_next_run_starts, .timeout = 
                  ? 0
                  : count_uid_processes (sandbox_host_uid (), needle, desc, sizeof desc);
   bool emptied = sandbox_emptied (entry);
-  assert_warm (&out);
-  assert_prints (&out, "started\n");
+  assert_started_and_emptied (&out, entry, emptied);
   RUN_ASSERT (&out, left == 0, "%d process(es) of the run outlived it: %s", left, desc);
-  RUN_ASSERT (&out, emptied,
-              "the used entry's init (host pid %d), PID 1 of the sandbox, still had a child "
-              "when the run's result came",
-              (int)entry);
   run_out_free (&out);
   pool_stop (&job);
 }
@@ -146,13 +154,8 @@ Test (pool, a_daemon_without_the_program_s_pipes_is_gone_when_the_result_comes, 
   /* Checked at once, before any further run. */
   bool daemon_lives = !harness_is_runsc () && comm_lives (comm);
   bool emptied = sandbox_emptied (entry);
-  assert_warm (&out);
-  assert_prints (&out, "started\n");
+  assert_started_and_emptied (&out, entry, emptied);
   RUN_ASSERT (&out, !daemon_lives, "the daemon '%s' outlived the run's result", comm);
-  RUN_ASSERT (&out, emptied,
-              "the used entry's init (host pid %d), PID 1 of the sandbox, still had a child "
-              "when the run's result came",
-              (int)entry);
   run_out_free (&out);
   pool_stop (&job);
 }
