@@ -25,11 +25,13 @@ int nsbox_launch_start (const nsbox_config *config, struct nsbox_launch **launch
 
 /* Feeds `code` to the program, closes its stdin and supervises it exactly
  * like a cold run, the timeout counted from this call; fills `res`. When it
- * returns, in every case, no process of the sandbox is left (init is
- * reaped, and with it the PID namespace). What is left is freed by
+ * returns, in every case, no process of the sandbox is left but, at most,
+ * its init in its own exit: init reported its program's end with no child
+ * left (nsbox_supervise), and is not reaped yet. What is left is freed by
  * nsbox_launch_release, which the caller calls, at once or off its request
- * path: the mount namespace (unmounting it is most of a sandbox's
- * teardown), the cgroups, the image lock, the fds and `launch` itself. */
+ * path: init (reaped first), the mount namespace (unmounting it is most of
+ * a sandbox's teardown), the cgroups, the image lock, the fds and `launch`
+ * itself. */
 int nsbox_launch_finish (struct nsbox_launch *launch, const struct nsbox_dispatch *dispatch,
                          struct nsbox_result *res, struct nsbox_error **err) NSBOX_INTERNAL;
 

@@ -74,8 +74,10 @@ struct nsbox_report
    * nothing of the sandbox runs any more but init, which only exits. */
   int32_t alone;
   int32_t unused;
-  /* status: CPU time (microseconds) and the largest resident set (KiB) of
-   * every process init reaped, as wait4 gave them. */
+  /* status: the CPU time (microseconds) of every process init reaped, and
+   * the largest ru_maxrss (KiB) wait4 gave for one of them, which the
+   * kernel carries across execve (so it includes what the process held
+   * before; init's is a copy of the launcher's). */
   uint64_t reaped_cpu_usec;
   uint64_t reaped_maxrss_kb;
   char detail[240];
