@@ -121,9 +121,12 @@ comm_lives (const char *comm)
 /* A run's result may come before its init has finished exiting only when
  * nothing else of the sandbox is left. Here the program leaves a daemon
  * that holds none of its output pipes, so only init's own check (no child
- * left) keeps the result back until the daemon is gone; its 128 MiB make
- * its death slow enough to be seen if the result came early. */
-Test (pool, a_daemon_without_the_program_s_pipes_is_gone_when_the_result_comes, .timeout = 120)
+ * left) keeps the result back until the daemon is gone. Its ballast makes
+ * its death slow enough to be seen if the result came early (128 MiB was
+ * not, without a memory cgroup). */
+#define BALLAST_MIB 256
+
+Test (pool, a_daemon_without_the_program_s_pipes_is_gone_when_the_result_comes, .timeout = 180)
 {
   char comm[16], code[1024];
   snprintf (comm, sizeof comm, "nsbx%08x",
@@ -136,7 +139,7 @@ Test (pool, a_daemon_without_the_program_s_pipes_is_gone_when_the_result_comes, 
             "    null = os.open('/dev/null', os.O_RDWR)\n"
             "    for fd in (0, 1, 2):\n"
             "        os.dup2(null, fd)\n"
-            "    ballast = b'x' * (512 << 20)\n"
+            "    ballast = b'x' * (%d << 20)\n"
             "    with open('/proc/self/comm', 'w') as f:\n"
             "        f.write('%s')\n"
             "    os.write(w, b'1')\n"
@@ -144,8 +147,10 @@ Test (pool, a_daemon_without_the_program_s_pipes_is_gone_when_the_result_comes, 
             "os.close(w)\n"
             "os.read(r, 1)\n"
             "print('started')\n",
-            comm);
-  const char *const args[] = { "--memory", "1g", NULL };
+            BALLAST_MIB, comm);
+  /* Time and CPU to build the ballast, also in the emulated guest of
+   * check-vm; the run ends as soon as it is built. */
+  const char *const args[] = { "--memory", "1g", "--cpus", "2", "--timeout", "60s", NULL };
   struct pool_job job;
   pool_start (args, 1, &job);
   pid_t entry = the_one_entry (&job);
