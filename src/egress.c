@@ -85,6 +85,9 @@ struct conn
   struct conn *next, *prev;
   int client, upstream;
   int pipes[4]; /* the relay's pipes while it runs, for fork; -1 otherwise */
+  /* Under the lock: the program had shut its side (its FIN had come) when
+   * the run ended, so the connection was closed, not cut by the end. */
+  bool closed_by_program;
   uint64_t started_ms;
   /* the record */
   char method[16];
@@ -783,11 +786,11 @@ relay (struct conn *c, uint64_t up_limit)
           continue;
         }
       pthread_mutex_lock (&e->lock);
-      bool stopping = e->stopping;
+      bool stopping = e->stopping, closed = c->closed_by_program;
       pthread_mutex_unlock (&e->lock);
       if (stopping)
         {
-          c->end = "the run ended";
+          c->end = closed ? "closed" : "the run ended";
           break;
         }
       bool progress = false, failed = false;
@@ -1373,6 +1376,12 @@ nsbox_egress_stop (struct nsbox_egress *e)
   pthread_mutex_lock (&e->lock);
   for (struct conn *c = e->conns; c; c = c->next)
     {
+      /* Before our own shutdown, which would look the same: a program
+       * that closed its end just before it exited closed the connection,
+       * even if its relay had not seen it yet. */
+      struct pollfd p = { c->client, POLLRDHUP, 0 };
+      c->closed_by_program
+          = c->client >= 0 && poll (&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
       shutdown (c->client, SHUT_RDWR);
       if (c->upstream >= 0)
         shutdown (c->upstream, SHUT_RDWR);
