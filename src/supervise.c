@@ -124,28 +124,18 @@ read_reports (struct loop *l)
     }
 }
 
-/* utime, stime, cutime and cstime of one process, in clock ticks. */
+/* utime and stime of one process, and with `reaped` its cutime and cstime
+ * too, in microseconds (0 when it cannot be read). */
 static uint64_t
-process_ticks (pid_t pid)
+process_cpu_usec (pid_t pid, bool reaped)
 {
   char path[64];
-  uint64_t t[4];
-  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
-  return nsbox_proc_stat_fields (path, 14, 4, t) ? t[0] + t[1] + t[2] + t[3] : 0;
-}
-
-/* utime and stime of one process alone, in microseconds (0 when it cannot
- * be read). */
-static uint64_t
-process_cpu_usec (pid_t pid)
-{
-  char path[64];
-  uint64_t t[2];
+  uint64_t t[4] = { 0 };
   long hz = sysconf (_SC_CLK_TCK);
   snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
-  if (hz <= 0 || !nsbox_proc_stat_fields (path, 14, 2, t))
+  if (hz <= 0 || !nsbox_proc_stat_fields (path, 14, reaped ? 4 : 2, t))
     return 0;
-  return (t[0] + t[1]) * (1000000 / (uint64_t)hz);
+  return (t[0] + t[1] + t[2] + t[3]) * (1000000 / (uint64_t)hz);
 }
 
 /* At most this many processes of a tree are counted. */
@@ -193,12 +183,12 @@ nsbox_tree_cpu_usec (pid_t pid)
   if (!stack)
     return UINT64_MAX;
   size_t n = 0, seen = 0;
-  uint64_t ticks = 0;
+  uint64_t usec = 0;
   stack[n++] = pid;
   while (n > 0 && seen++ < TREE_MAX)
     {
       pid_t p = stack[--n];
-      ticks += process_ticks (p);
+      usec += process_cpu_usec (p, true);
       char path[64];
       snprintf (path, sizeof path, "/proc/%d/task", (int)p);
       cleanup_close int dir = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -224,7 +214,7 @@ nsbox_tree_cpu_usec (pid_t pid)
             n = read_children (cpath, stack, n, TREE_MAX);
           }
     }
-  return ticks * (1000000 / (uint64_t)hz);
+  return usec;
 }
 
 /* Without a cgroup to count it, the CPU time of processes reaped with the
@@ -457,8 +447,8 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
       /* init is left to exit on its own and is reaped with the launch
        * (nsbox_spawn_abort): what it reaped counts, and its own time where
        * no cgroup counts the CPU (nsbox_limits_collect sets it then). */
-      cpu_usec
-          = l.status_report.reaped_cpu_usec + (l.sample_cpu ? process_cpu_usec (child->pid) : 0);
+      cpu_usec = l.status_report.reaped_cpu_usec
+                 + (l.sample_cpu ? process_cpu_usec (child->pid, false) : 0);
       maxrss_kb = l.status_report.reaped_maxrss_kb;
     }
   else
