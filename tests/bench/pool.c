@@ -8,8 +8,10 @@
  *             pooled entry does
  *   pool      nsbox_pool_run with an entry ready (size 2), call to return
  * then the sustained throughput at concurrency 2 (pool runs back to back in
- * two threads, against cold chroot runs in two processes), and the memory of
- * an idle entry (size 8, full): RSS of its processes and its cgroup's usage.
+ * two threads, against cold chroot runs in two processes, and against the
+ * same python3 under tests/bench/floor: the namespaces alone, the ceiling of
+ * any pool that builds a fresh sandbox per run), and the memory of an idle
+ * entry (size 8, full): RSS of its processes and its cgroup's usage.
  * With NSBOX_BIN as fourth argument, the same request through `nsbox serve`
  * on a unix socket (libcurl, one connection kept open), and the server's
  * throughput at concurrency 2. With `runsc` as second argument: pooled
@@ -54,9 +56,13 @@ die (const char *what, struct nsbox_error *err)
   exit (1);
 }
 
-/* python3 - in the chroot, stdin a pipe whose write end is returned. */
+/* tests/bench/floor beside this binary: the namespaces alone, no nsbox. */
+static char floor_bin[4096];
+
+/* python3 - in the chroot, stdin a pipe whose write end is returned; or,
+ * in_namespaces, the same python3 under tests/bench/floor. */
 static pid_t
-start_python (int *in_fd, int *out_fd)
+start_python (int *in_fd, int *out_fd, bool in_namespaces)
 {
   int in[2], out[2];
   if (pipe2 (in, O_CLOEXEC) < 0 || pipe2 (out, O_CLOEXEC) < 0)
@@ -66,6 +72,11 @@ start_python (int *in_fd, int *out_fd)
     {
       dup2 (in[0], 0);
       dup2 (out[1], 1);
+      if (in_namespaces)
+        {
+          execl (floor_bin, "floor", rootfs, (char *)NULL);
+          _exit (127);
+        }
       if (chroot (rootfs) < 0 || chdir ("/") < 0)
         _exit (126);
       static const char *const argv[] = { "python3", "-", NULL };
@@ -114,13 +125,19 @@ blocked_on_stdin (pid_t pid)
 }
 
 static double
-cold_once (void)
+cold_once_in (bool in_namespaces)
 {
   double t0 = now ();
   int in, out;
-  pid_t pid = start_python (&in, &out);
+  pid_t pid = start_python (&in, &out, in_namespaces);
   finish_python (pid, in, out);
   return now () - t0;
+}
+
+static double
+cold_once (void)
+{
+  return cold_once_in (false);
 }
 
 /* idle_us: how long the python waits blocked on its stdin before the code
@@ -130,7 +147,7 @@ static double
 prestart_once (useconds_t idle_us)
 {
   int in, out;
-  pid_t pid = start_python (&in, &out);
+  pid_t pid = start_python (&in, &out, false);
   while (!blocked_on_stdin (pid))
     usleep (500);
   if (idle_us)
@@ -150,6 +167,13 @@ wait_ready (nsbox_pool *pool, size_t n)
         die ("the pool did not fill within 60 s", NULL);
       usleep (500);
     }
+}
+
+/* The default pool's size (nsbox_pool_new without options). */
+static void
+pool_full (void *pool)
+{
+  wait_ready (pool, 2);
 }
 
 static double
@@ -234,6 +258,18 @@ tp_cold_thread (void *arg)
   return NULL;
 }
 
+static void *
+tp_floor_thread (void *arg)
+{
+  struct tp_arg *a = arg;
+  while (now () < a->until)
+    {
+      cold_once_in (true);
+      a->runs++;
+    }
+  return NULL;
+}
+
 static double
 throughput (void *(*fn) (void *), nsbox_pool *pool, double seconds)
 {
@@ -244,6 +280,53 @@ throughput (void *(*fn) (void *), nsbox_pool *pool, double seconds)
   for (int i = 0; i < 2; i++)
     pthread_join (t[i], NULL);
   return (a[0].runs + a[1].runs) / seconds;
+}
+
+/* Throughput rows, interleaved: ROUNDS windows of WINDOW_S seconds each for
+ * the pool, the bare chroot and the namespaces alone, in turn, so that the
+ * machine's drift falls on all three. Each window starts with the pool full
+ * (refilling it would otherwise take CPU from the next window). The ceiling
+ * of any pool that builds a fresh sandbox per run is the namespaces alone:
+ * the same python3 under tests/bench/floor (seven new namespaces,
+ * pivot_root, a PID 1 that waits; no seccomp, no cgroup, no supervision),
+ * which pays one execve more per run than the bare chroot. */
+#define ROUNDS 4
+#define WINDOW_S 1.5
+
+struct rates
+{
+  double pool, bare, floor; /* runs/s; floor 0 when not built */
+};
+
+/* full (arg) returns once the pool under test is full. */
+static struct rates
+throughput_rows (void *(*pool_fn) (void *), nsbox_pool *pool, void (*full) (void *), void *arg)
+{
+  struct rates r = { 0 };
+  bool have_floor = access (floor_bin, X_OK) == 0;
+  for (int i = 0; i < ROUNDS; i++)
+    {
+      full (arg);
+      r.pool += throughput (pool_fn, pool, WINDOW_S) / ROUNDS;
+      full (arg);
+      r.bare += throughput (tp_cold_thread, NULL, WINDOW_S) / ROUNDS;
+      if (have_floor)
+        r.floor += throughput (tp_floor_thread, NULL, WINDOW_S) / ROUNDS;
+    }
+  return r;
+}
+
+static void
+print_floor (const struct rates *r, const char *what)
+{
+  if (r->floor <= 0)
+    {
+      printf ("  (no namespaces floor: %s is not built; make bench builds it)\n", floor_bin);
+      return;
+    }
+  printf ("  the namespaces alone (tests/bench/floor) %.1f runs/s: %.2f of bare; %s / namespaces "
+          "alone: %.2f\n",
+          r->floor, r->floor / r->bare, what, r->pool / r->floor);
 }
 
 /* RSS (kB) of the process tree under pid. */
@@ -385,6 +468,12 @@ wait_server_ready (CURL *health)
     }
 }
 
+static void
+server_full (void *health)
+{
+  wait_server_ready (health);
+}
+
 static void *
 tp_server_thread (void *arg)
 {
@@ -439,13 +528,13 @@ server_rows (const char *nsbox, int n)
   printf ("through nsbox serve (unix socket, libcurl, connection kept):\n");
   printf ("  request->result             p50 %7.2f ms  p99 %7.2f ms  (%d of %d served cold)\n",
           s50 * 1e3, s99 * 1e3, cold_served, n);
-  printf ("  server p50 / cold chroot python3 p50 (%.2f ms): %.2f (target <= 0.25)\n", c50 * 1e3,
+  printf ("  server p50 / cold chroot python3 p50 (%.2f ms): %.3f (target <= 0.25)\n", c50 * 1e3,
           s50 / c50);
-  double tp_srv = throughput (tp_server_thread, NULL, 5);
-  double tp_cold = throughput (tp_cold_thread, NULL, 5);
+  struct rates r = throughput_rows (tp_server_thread, NULL, server_full, health);
   printf ("throughput at concurrency 2: through the server %.1f runs/s, bare chroot python3 "
           "%.1f runs/s: %.2f (target >= 0.9)\n",
-          tp_srv, tp_cold, tp_srv / tp_cold);
+          r.pool, r.bare, r.pool / r.bare);
+  print_floor (&r, "through the server");
   curl_easy_cleanup (h);
   curl_easy_cleanup (health);
   kill (pid, SIGTERM);
@@ -517,6 +606,12 @@ main (int argc, char **argv)
       return 2;
     }
   rootfs = argv[1];
+  ssize_t self = readlink ("/proc/self/exe", floor_bin, sizeof floor_bin - sizeof "/floor");
+  char *slash = self > 0 ? memrchr (floor_bin, '/', (size_t)self) : NULL;
+  if (slash)
+    strcpy (slash, "/floor");
+  else
+    floor_bin[0] = '\0';
   bool runsc = argc > 2 && strcmp (argv[2], "runsc") == 0;
   int n = argc > 3 ? atoi (argv[3]) : 30;
   if (n < 2)
@@ -568,12 +663,13 @@ main (int argc, char **argv)
       double idled50 = pct (d, n, 0.5);
       printf ("  the same floor, idled %d ms p50 %7.2f ms; pool p50 / idled floor: %.2f\n",
               IDLED_US / 1000, idled50 * 1e3, pool50 / idled50);
-      printf ("  pool p50 / cold start:        %.2f\n", pool50 / cold50);
-      double tp_pool = throughput (tp_pool_thread, pool, 5);
-      double tp_cold = throughput (tp_cold_thread, NULL, 5);
+      printf ("  pool p50 / cold start:        %.3f (the idled floor alone: %.3f)\n",
+              pool50 / cold50, idled50 / cold50);
+      struct rates r = throughput_rows (tp_pool_thread, pool, pool_full, pool);
       printf ("throughput at concurrency 2: library pool %.1f runs/s, bare chroot python3 %.1f "
               "runs/s: %.2f (target >= 0.9)\n",
-              tp_pool, tp_cold, tp_pool / tp_cold);
+              r.pool, r.bare, r.pool / r.bare);
+      print_floor (&r, "library pool");
     }
   nsbox_pool_free (pool);
   if (!runsc)
