@@ -10,8 +10,9 @@
  * then the sustained throughput at concurrency 2 (pool runs back to back in
  * two threads, against cold chroot runs in two processes, and against the
  * same python3 under tests/bench/floor: the namespaces alone, the ceiling of
- * any pool that builds a fresh sandbox per run), and the memory of an idle
- * entry (size 8, full): RSS of its processes and its cgroup's usage.
+ * any pool that builds a fresh sandbox per run), the pre-started floor by
+ * how long it idled, and the memory of an idle entry (size 8, full): RSS of
+ * its processes and its cgroup's usage.
  * With NSBOX_BIN as fourth argument, the same request through `nsbox serve`
  * on a unix socket (libcurl, one connection kept open), and the server's
  * throughput at concurrency 2. With `runsc` as second argument: pooled
@@ -297,6 +298,29 @@ struct rates
 {
   double pool, bare, floor; /* runs/s; floor 0 when not built */
 };
+
+/* The pre-started floor by how long its python idled before the code
+ * came, interleaved: where the penalty of waiting sets in. */
+static void
+idle_curve (int n)
+{
+  static const useconds_t idle_ms[] = { 0, 1, 3, 10, 25, 100 };
+  enum
+  {
+    K = sizeof idle_ms / sizeof *idle_ms
+  };
+  double *v = calloc ((size_t)n * K, sizeof *v);
+  if (!v)
+    die ("calloc", NULL);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < K; j++)
+      v[j * n + i] = prestart_once (idle_ms[j] * 1000);
+  printf ("  the pre-started floor by idle time (%d runs each, p50):", n);
+  for (int j = 0; j < K; j++)
+    printf ("%s %u ms %.2f", j ? "," : "", (unsigned)idle_ms[j], pct (v + j * n, n, 0.5) * 1e3);
+  printf (" ms\n");
+  free (v);
+}
 
 /* full (arg) returns once the pool under test is full. */
 static struct rates
@@ -670,6 +694,7 @@ main (int argc, char **argv)
               "runs/s: %.2f (target >= 0.9)\n",
               r.pool, r.bare, r.pool / r.bare);
       print_floor (&r, "library pool");
+      idle_curve (n / 3 > 10 ? n / 3 : 10);
     }
   nsbox_pool_free (pool);
   if (!runsc)
