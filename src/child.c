@@ -235,8 +235,7 @@ nsbox_child_reap (pid_t program)
         nsbox_child_fail (NSBOX_STEP_WAIT, errno, NULL);
       if (pid > 0)
         {
-          report.reaped_cpu_usec += (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000
-                                    + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+          report.reaped_cpu_usec += nsbox_rusage_cpu_usec (&ru);
           if ((uint64_t)ru.ru_maxrss > report.reaped_maxrss_kb)
             report.reaped_maxrss_kb = (uint64_t)ru.ru_maxrss;
         }

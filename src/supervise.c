@@ -459,8 +459,7 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
              && errno == EINTR)
         ;
       nsbox_close_slot (&child->pidfd);
-      cpu_usec = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000
-                 + (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+      cpu_usec = nsbox_rusage_cpu_usec (&ru);
       maxrss_kb = (uint64_t)ru.ru_maxrss;
     }
   res->duration_ms = nsbox_now_ms () - start;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -133,6 +134,15 @@ int nsbox_read_fd (int fd, size_t max, const char *what, const char *path, char 
 /* Fields first..first+n-1 (numbered as in proc(5)) of a /proc/PID/stat
  * file into out; false unless all are there. */
 bool nsbox_proc_stat_fields (const char *path, int first, int n, uint64_t *out) NSBOX_INTERNAL;
+
+/* The user and system CPU time of a rusage, in microseconds. Only
+ * arithmetic: init calls it between clone and exec. */
+static inline uint64_t
+nsbox_rusage_cpu_usec (const struct rusage *ru)
+{
+  return (uint64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000
+         + (uint64_t)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec);
+}
 
 /* CLOCK_REALTIME in milliseconds (what a log or a state file records). */
 uint64_t nsbox_realtime_ms (void) NSBOX_INTERNAL;
