@@ -248,27 +248,26 @@ tp_pool_thread (void *arg)
 }
 
 static void *
-tp_cold_thread (void *arg)
+cold_loop (struct tp_arg *a, bool in_namespaces)
 {
-  struct tp_arg *a = arg;
   while (now () < a->until)
     {
-      cold_once ();
+      cold_once_in (in_namespaces);
       a->runs++;
     }
   return NULL;
 }
 
 static void *
+tp_cold_thread (void *arg)
+{
+  return cold_loop (arg, false);
+}
+
+static void *
 tp_floor_thread (void *arg)
 {
-  struct tp_arg *a = arg;
-  while (now () < a->until)
-    {
-      cold_once_in (true);
-      a->runs++;
-    }
-  return NULL;
+  return cold_loop (arg, true);
 }
 
 static double
@@ -282,22 +281,6 @@ throughput (void *(*fn) (void *), nsbox_pool *pool, double seconds)
     pthread_join (t[i], NULL);
   return (a[0].runs + a[1].runs) / seconds;
 }
-
-/* Throughput rows, interleaved: ROUNDS windows of WINDOW_S seconds each for
- * the pool, the bare chroot and the namespaces alone, in turn, so that the
- * machine's drift falls on all three. Each window starts with the pool full
- * (refilling it would otherwise take CPU from the next window). The ceiling
- * of any pool that builds a fresh sandbox per run is the namespaces alone:
- * the same python3 under tests/bench/floor (seven new namespaces,
- * pivot_root, a PID 1 that waits; no seccomp, no cgroup, no supervision),
- * which pays one execve more per run than the bare chroot. */
-#define ROUNDS 4
-#define WINDOW_S 1.5
-
-struct rates
-{
-  double pool, bare, floor; /* runs/s; floor 0 when not built */
-};
 
 /* The pre-started floor by how long its python idled before the code
  * came, interleaved: where the penalty of waiting sets in. */
@@ -321,6 +304,22 @@ idle_curve (int n)
   printf (" ms\n");
   free (v);
 }
+
+/* Throughput rows, interleaved: ROUNDS windows of WINDOW_S seconds each for
+ * the pool, the bare chroot and the namespaces alone, in turn, so that the
+ * machine's drift falls on all three. Each window starts with the pool full
+ * (refilling it would otherwise take CPU from the next window). The ceiling
+ * of any pool that builds a fresh sandbox per run is the namespaces alone:
+ * the same python3 under tests/bench/floor (seven new namespaces,
+ * pivot_root, a PID 1 that waits; no seccomp, no cgroup, no supervision),
+ * which pays one execve more per run than the bare chroot. */
+#define ROUNDS 4
+#define WINDOW_S 1.5
+
+struct rates
+{
+  double pool, bare, floor; /* runs/s; floor 0 when not built */
+};
 
 /* full (arg) returns once the pool under test is full. */
 static struct rates
