@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -313,13 +315,73 @@ nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct 
   return 0;
 }
 
+/* mkdir -p: every missing component of `path` (no trailing slash) made
+ * 0700, its parents too. A component that exists is passed through as
+ * mkdir -p passes it; the last one is checked by the caller. */
+static int
+make_dirs (const char *path, struct nsbox_error **err)
+{
+  cleanup_free char *copy = strdup (path);
+  if (!copy)
+    return nsbox_error_oom (err);
+  for (char *p = copy + 1;; p++)
+    {
+      bool last = *p == '\0';
+      if (*p != '/' && !last)
+        continue;
+      if (p[-1] == '/')
+        {
+          if (last)
+            break;
+          continue;
+        }
+      *p = '\0';
+      if (mkdir (copy, 0700) < 0 && errno != EEXIST)
+        return nsbox_error_sys (err, errno, "output-dir '%s': create '%s'", path, copy);
+      if (last)
+        break;
+      *p = '/';
+    }
+  return 0;
+}
+
 int
 nsbox_output_dir_open (const char *path, int *fd, struct nsbox_error **err)
 {
-  int d = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (!path || !*path)
+    return nsbox_error_set (err, EINVAL, "output-dir: the path is empty");
+  /* "DIR/" would follow a symlink DIR: the name is checked without its
+   * trailing slashes. */
+  cleanup_free char *name = strdup (path);
+  if (!name)
+    return nsbox_error_oom (err);
+  for (size_t n = strlen (name); n > 1 && name[n - 1] == '/'; n--)
+    name[n - 1] = '\0';
+  int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  int d = open (name, flags);
+  if (d < 0 && errno == ENOENT)
+    {
+      int r = make_dirs (name, err);
+      if (r < 0)
+        return r;
+      d = open (name, flags);
+    }
   if (d < 0)
-    return nsbox_error_sys (err, errno, "output-dir '%s'", path);
-  if (faccessat (AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) < 0)
+    {
+      int e = errno;
+      struct stat st;
+      if (e == ENOTDIR && lstat (name, &st) == 0 && S_ISLNK (st.st_mode))
+        return nsbox_error_set (
+            err, ELOOP, "output-dir '%s' is a symlink: refused (name the directory itself)", path);
+      if (e == ENOTDIR && lstat (name, &st) == 0)
+        return nsbox_error_set (err, ENOTDIR, "output-dir '%s' exists and is not a directory",
+                                path);
+      if (e == ENOTDIR)
+        return nsbox_error_set (
+            err, ENOTDIR, "output-dir '%s': a component of its path is not a directory", path);
+      return nsbox_error_sys (err, e, "output-dir '%s'", path);
+    }
+  if (faccessat (d, ".", W_OK | X_OK, AT_EACCESS) < 0)
     {
       int e = errno;
       close (d);

@@ -57,8 +57,10 @@ void nsbox_inputs_close (struct nsbox_inputs *inputs) NSBOX_INTERNAL;
  * remounted read-only. Async-signal-safe; fails through nsbox_child_fail. */
 void nsbox_inputs_place (const struct nsbox_inputs *inputs, int first_fd) NSBOX_INTERNAL;
 
-/* Opens the output directory for a run: an existing directory this process
- * may write into. */
+/* Opens the output directory for a run, a directory this process may write
+ * into: created with its missing parents (mode 0700, as mkdir -p) when it
+ * does not exist; one that exists but is not a directory, or is a symlink,
+ * is refused. */
 int nsbox_output_dir_open (const char *path, int *fd, struct nsbox_error **err) NSBOX_INTERNAL;
 
 struct nsbox_result;

@@ -788,7 +788,9 @@ run_cold (const nsbox_config *c, const char *code, size_t code_len, nsbox_result
   cleanup_close int output_dir_fd = -1;
   struct nsbox_launch *launch = NULL;
   int ret = 0;
-  if (c->output_dir)
+  /* Refused under runsc before anything is created for it. */
+  if (c->output_dir
+      && (ret = nsbox_launch_check_files (c, nsbox_launch_resolve_runtime (c), true, err)) >= 0)
     ret = nsbox_output_dir_open (c->output_dir, &output_dir_fd, err);
   if (ret >= 0)
     ret = nsbox_launch_start (c, &launch, err);

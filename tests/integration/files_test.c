@@ -524,24 +524,94 @@ MODE_TEST (files, a_file_still_growing_at_the_end_is_collected_whole, .timeout =
   run_out_free (&out);
 }
 
-Test (files, a_missing_or_unwritable_output_dir_is_refused, .timeout = 30)
+/* The mode bits of path, or -1. */
+static int
+mode_of (const char *path)
+{
+  struct stat st;
+  return lstat (path, &st) == 0 && S_ISDIR (st.st_mode) ? (int)(st.st_mode & 07777) : -1;
+}
+
+Test (files, a_missing_output_dir_is_made_0700_with_its_parents, .timeout = 60)
 {
   char *base = user_dir ();
-  char *missing = path_in (base, "missing"), *file = path_in (base, "file");
-  write_file (file, "x", 1);
-  const char *const a1[] = { "--output-dir", missing, NULL };
-  const char *const a2[] = { "--output-dir", file, NULL };
+  char *parent = path_in (base, "new"), *mid = path_in (parent, "a"), *dir = path_in (mid, "b");
+  char *file = path_in (dir, "report.txt");
+  const char *const args[] = { "--output-dir", dir, NULL };
   struct run_out out;
-  run_cli ("print(1)\n", 9, a1, &out);
-  const char *n1[] = { "output-dir", "No such file or directory", NULL };
-  assert_refused (&out, n1);
-  run_out_free (&out);
-  run_cli ("print(1)\n", 9, a2, &out);
-  const char *n2[] = { "output-dir", "Not a directory", NULL };
-  assert_refused (&out, n2);
+  static const char code[] = "open('/tmp/out/report.txt', 'w').write('made')\nprint('done')\n";
+  run_cli (code, strlen (code), args, &out);
+  if (harness_is_runsc ())
+    {
+      /* Refused before anything was made for it. */
+      assert_refused (&out, runsc_refuses_output);
+      cr_assert (access (parent, F_OK) != 0, "a refused run created %s", parent);
+    }
+  else
+    {
+      assert_prints (&out, "done\n");
+      cr_assert (mode_of (parent) == 0700 && mode_of (mid) == 0700 && mode_of (dir) == 0700,
+                 "expected three new directories of mode 0700, got %o %o %o", mode_of (parent),
+                 mode_of (mid), mode_of (dir));
+      size_t len = 0;
+      char *bytes = read_file (file, &len);
+      cr_assert (bytes && len == 4 && memcmp (bytes, "made", 4) == 0,
+                 "the program's file did not arrive in the new output dir");
+      free (bytes);
+    }
   run_out_free (&out);
   remove_tree (base);
-  free (missing);
+  free (file);
+  free (dir);
+  free (mid);
+  free (parent);
+  free (base);
+}
+
+Test (files, an_output_dir_that_is_a_file_or_a_symlink_is_refused_before_the_run, .timeout = 60)
+{
+  char *base = user_dir ();
+  char *file = path_in (base, "file"), *real = path_in (base, "real");
+  char *link = path_in (base, "link"), *under = path_in (file, "x");
+  char *slashed = NULL;
+  cr_assert (asprintf (&slashed, "%s/", link) > 0);
+  write_file (file, "x", 1);
+  cr_assert (mkdir (real, 0755) == 0 && symlink (real, link) == 0);
+  if (harness_test_user ())
+    cr_assert (lchown (real, sandbox_host_uid (), sandbox_host_gid ()) == 0
+               && lchown (link, sandbox_host_uid (), sandbox_host_gid ()) == 0);
+  /* The program would leave a file: none may appear anywhere. */
+  static const char code[] = "open('/tmp/out/f', 'w').write('x')\nprint('ran')\n";
+  const struct
+  {
+    const char *dir, *needle;
+  } cases[] = {
+    { file, "exists and is not a directory" },
+    { link, "is a symlink" },
+    { slashed, "is a symlink" },
+    { under, "is not a directory" },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    {
+      const char *const args[] = { "--output-dir", cases[i].dir, NULL };
+      struct run_out out;
+      run_cli (code, strlen (code), args, &out);
+      const char *native[] = { "output-dir", cases[i].needle, NULL };
+      assert_refused (&out, harness_is_runsc () ? runsc_refuses_output : native);
+      RUN_ASSERT (&out, !strstr (out.out, "ran"), "the program ran for output-dir %s",
+                  cases[i].dir);
+      run_out_free (&out);
+    }
+  cr_assert (count_dir (real) == 0, "a file appeared through the symlink");
+  size_t len = 0;
+  char *bytes = read_file (file, &len);
+  cr_assert (bytes && len == 1, "the file named as output-dir changed");
+  free (bytes);
+  remove_tree (base);
+  free (slashed);
+  free (under);
+  free (link);
+  free (real);
   free (file);
   free (base);
 }
