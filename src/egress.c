@@ -59,6 +59,7 @@ struct nsbox_egress
   int refs;      /* the run, the acceptor and each connection thread */
   int listen_fd; /* the sandbox's listener */
   int wake[2];   /* the acceptor's stop pipe */
+  int accepted;  /* a connection accepted and not yet one of conns, or -1 */
   bool stopping; /* the run is over: cut everything */
   bool acceptor_started;
   pthread_t acceptor;
@@ -107,9 +108,10 @@ struct conn
  * alive), the program's and the servers' connections (a server would see
  * no end of its connection) and the relay's pipes. The child closes them at
  * once, as it closes every launch's fds (run.c); its copy of the run is
- * foreign and never stops the proxy. Every slot is emptied under the
- * proxy's lock before its fd is closed, so the child never closes a
- * number another thread reused. */
+ * foreign and never stops the proxy. Every fd is made and put in its slot
+ * under the proxy's lock, and its slot emptied and the fd closed under it,
+ * so a fork finds each fd in its slot: the child never misses one, nor
+ * closes a number another thread reused. */
 
 static pthread_mutex_t proxies_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nsbox_egress *proxies;
@@ -140,6 +142,7 @@ proxies_child (void)
       nsbox_close_slot (&e->listen_fd);
       nsbox_close_slot (&e->wake[0]);
       nsbox_close_slot (&e->wake[1]);
+      nsbox_close_slot (&e->accepted);
       for (struct conn *c = e->conns; c; c = c->next)
         {
           nsbox_close_slot (&c->client);
@@ -493,21 +496,36 @@ resolve (struct conn *c, struct sockaddr_storage *out, size_t *n_out, size_t max
   return 0;
 }
 
-static int
-connect_one (const struct sockaddr_storage *sa)
+/* Closes a connection's fd under the lock (see fork above). */
+static void
+conn_close_slot (struct conn *c, int *slot)
 {
-  int fd = socket (sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  pthread_mutex_lock (&c->e->lock);
+  nsbox_close_slot (slot);
+  pthread_mutex_unlock (&c->e->lock);
+}
+
+/* Connects c->upstream to `sa`; the socket is in its slot from the start,
+ * so the end of the run can cut a connect in progress. 0 or -errno, the
+ * slot empty. */
+static int
+connect_one (struct conn *c, const struct sockaddr_storage *sa)
+{
+  pthread_mutex_lock (&c->e->lock);
+  int fd = c->upstream = socket (sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int r = fd < 0 ? -errno : 0;
+  pthread_mutex_unlock (&c->e->lock);
   if (fd < 0)
-    return -errno;
+    return r;
   socklen_t len
       = sa->ss_family == AF_INET ? sizeof (struct sockaddr_in) : sizeof (struct sockaddr_in6);
   if (connect (fd, (const struct sockaddr *)sa, len) < 0 && errno != EINPROGRESS)
     {
-      int r = -errno;
-      close (fd);
+      r = -errno;
+      conn_close_slot (c, &c->upstream);
       return r;
     }
-  int r = wait_fd (fd, POLLOUT, CONNECT_TIMEOUT_MS);
+  r = wait_fd (fd, POLLOUT, CONNECT_TIMEOUT_MS);
   int so_error = 0;
   socklen_t sl = sizeof so_error;
   if (r == 0 && getsockopt (fd, SOL_SOCKET, SO_ERROR, &so_error, &sl) < 0)
@@ -515,15 +533,11 @@ connect_one (const struct sockaddr_storage *sa)
   else if (r == 0 && so_error)
     r = -so_error;
   if (r < 0)
-    {
-      close (fd);
-      return r;
-    }
-  return fd;
+    conn_close_slot (c, &c->upstream);
+  return r;
 }
 
-/* Connects to the first address that answers; the upstream fd is set
- * under the lock so the end of the run can cut it. 0 or 502/504. */
+/* Connects to the first address that answers. 0 or 502/504. */
 static int
 connect_upstream (struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 {
@@ -539,23 +553,22 @@ connect_upstream (struct conn *c, const struct sockaddr_storage *addrs, size_t n
           return 502;
         }
       nsbox_egress_address_text ((const struct sockaddr *)&addrs[i], c->address, sizeof c->address);
-      int fd = connect_one (&addrs[i]);
-      if (fd >= 0)
+      int r = connect_one (c, &addrs[i]);
+      if (r == 0)
         {
           pthread_mutex_lock (&c->e->lock);
           bool ended = c->e->stopping;
-          if (!ended)
-            c->upstream = fd;
+          if (ended)
+            nsbox_close_slot (&c->upstream);
           pthread_mutex_unlock (&c->e->lock);
           if (ended)
             {
-              close (fd);
               refuse (c, "the run ended");
               return 502;
             }
           return 0;
         }
-      err = -fd;
+      err = -r;
     }
   refuse (c, "cannot connect to %s port %u: %s", c->host, (unsigned)c->port, strerror (err));
   return err == ETIMEDOUT ? 504 : 502;
@@ -682,17 +695,19 @@ relay (struct conn *c, uint64_t up_limit)
 {
   struct nsbox_egress *e = c->e;
   struct flow up, down;
-  if (flow_open (&up) < 0 || flow_open (&down) < 0)
+  pthread_mutex_lock (&e->lock);
+  bool opened = flow_open (&up) == 0 && flow_open (&down) == 0;
+  if (opened)
+    memcpy (c->pipes, (int[4]){ up.pipe[0], up.pipe[1], down.pipe[0], down.pipe[1] },
+            sizeof c->pipes);
+  else if (up.pipe[0] >= 0)
+    flow_close (&up);
+  pthread_mutex_unlock (&e->lock);
+  if (!opened)
     {
       c->end = "out of pipes";
-      if (up.pipe[0] >= 0)
-        flow_close (&up);
       return;
     }
-  pthread_mutex_lock (&e->lock);
-  memcpy (c->pipes, (int[4]){ up.pipe[0], up.pipe[1], down.pipe[0], down.pipe[1] },
-          sizeof c->pipes);
-  pthread_mutex_unlock (&e->lock);
   if (up_limit == 0)
     up.eof = true;
   uint64_t up_left = up_limit;
@@ -902,9 +917,9 @@ relay (struct conn *c, uint64_t up_limit)
     }
   pthread_mutex_lock (&e->lock);
   memcpy (c->pipes, (int[4]){ -1, -1, -1, -1 }, sizeof c->pipes);
-  pthread_mutex_unlock (&e->lock);
   flow_close (&up);
   flow_close (&down);
+  pthread_mutex_unlock (&e->lock);
 }
 
 /* ---- one connection ---- */
@@ -1176,14 +1191,18 @@ accept_main (void *arg)
         break;
       if (!(p[0].revents & POLLIN))
         continue;
-      int fd = accept4 (e->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      /* The listener is non-blocking: accept never waits under the lock. */
+      pthread_mutex_lock (&e->lock);
+      int fd = e->accepted = accept4 (e->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int accept_errno = errno;
       if (fd < 0)
         {
-          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          pthread_mutex_unlock (&e->lock);
+          if (accept_errno == EMFILE || accept_errno == ENFILE || accept_errno == ENOBUFS
+              || accept_errno == ENOMEM)
             poll (NULL, 0, 50);
           continue;
         }
-      pthread_mutex_lock (&e->lock);
       const char *limit = NULL;
       uint64_t value = 0;
       if (e->stopping)
@@ -1206,21 +1225,24 @@ accept_main (void *arg)
         {
           if (*limit)
             refuse_at_accept (e, fd, limit, value);
-          close (fd);
+          pthread_mutex_lock (&e->lock);
+          nsbox_close_slot (&e->accepted);
+          pthread_mutex_unlock (&e->lock);
           continue;
         }
       struct conn *c = calloc (1, sizeof *c);
+      pthread_mutex_lock (&e->lock);
       if (!c)
         {
-          close (fd);
+          nsbox_close_slot (&e->accepted);
+          pthread_mutex_unlock (&e->lock);
           continue;
         }
       *c = (struct conn){ .e = e,
-                          .client = fd,
+                          .client = TAKE_FD (e->accepted),
                           .upstream = -1,
                           .pipes = { -1, -1, -1, -1 },
                           .started_ms = nsbox_now_ms () };
-      pthread_mutex_lock (&e->lock);
       e->refs++;
       e->active++;
       c->next = e->conns;
@@ -1309,6 +1331,7 @@ nsbox_egress_new (const nsbox_config *config, struct nsbox_egress **out, struct 
   e->refs = 1;
   e->listen_fd = -1;
   e->wake[0] = e->wake[1] = -1;
+  e->accepted = -1;
   e->max_connections = config->egress_connections;
   e->max_concurrent = config->egress_concurrent;
   e->max_bytes = config->egress_bytes;
@@ -1338,6 +1361,9 @@ nsbox_egress_new (const nsbox_config *config, struct nsbox_egress **out, struct 
 int
 nsbox_egress_start (struct nsbox_egress *e, int listen_fd, struct nsbox_error **err)
 {
+  int flags = fcntl (listen_fd, F_GETFL);
+  if (flags < 0 || fcntl (listen_fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    return nsbox_error_set (err, errno, "egress proxy: cannot make its listener non-blocking");
   e->listen_fd = listen_fd;
   e->refs++;
   if (!start_thread (&e->acceptor, accept_main, e, false))
