@@ -58,6 +58,12 @@ enum
   OPT_POOL_SIZE,
   OPT_POOL_MAX_AGE,
   OPT_POOL_REFILL,
+  OPT_MAX_CONNECTIONS,
+  OPT_MAX_PER_PEER,
+  OPT_HEADER_TIMEOUT,
+  OPT_BODY_TIMEOUT,
+  OPT_IDLE_TIMEOUT,
+  OPT_LAST_EXTRA = OPT_IDLE_TIMEOUT,
   OPT_KEY_BASE = 2000,
 };
 
@@ -78,6 +84,11 @@ static const struct option serve_options[] = {
   { "pool-size", required_argument, NULL, OPT_POOL_SIZE },
   { "pool-max-age", required_argument, NULL, OPT_POOL_MAX_AGE },
   { "pool-refill", required_argument, NULL, OPT_POOL_REFILL },
+  { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+  { "max-connections-per-peer", required_argument, NULL, OPT_MAX_PER_PEER },
+  { "header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT },
+  { "body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT },
+  { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 };
 static const struct option mcp_options[] = {
   { "max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT },
@@ -105,7 +116,7 @@ struct cli
   const struct option *extra; /* run_options, serve_options or mcp_options */
   size_t n_extra;
   /* The values of the extra options, indexed by option - OPT_SERVER. */
-  const char *extra_value[OPT_POOL_REFILL - OPT_SERVER + 1];
+  const char *extra_value[OPT_LAST_EXTRA - OPT_SERVER + 1];
   const char **profiles; /* serve: --profile NAME=FILE, in order */
   size_t n_profiles;
 };
@@ -113,27 +124,29 @@ struct cli
 static void
 usage (FILE *out)
 {
-  fprintf (out,
-           "usage: nsbox run [OPTIONS] [-- COMMAND [ARG...]] < code.py\n"
-           "       nsbox run --server unix:PATH|http://HOST:PORT [--profile NAME]\n"
-           "                 [--token-file FILE] [--timeout T] [--max-output-bytes N] < code.py\n"
-           "       nsbox serve [OPTIONS] [--listen unix:PATH|tcp:ADDR:PORT] [--token-file FILE]\n"
-           "                 [--profile NAME=CONFIG.yaml]... [--max-concurrent N] [--max-queue N]\n"
-           "                 [--max-request-bytes SIZE] [--pool-size N] [--pool-max-age T]\n"
-           "                 [--pool-refill N]\n"
-           "       nsbox mcp [OPTIONS] [--max-concurrent N] [--max-queue N] [--pool-size N]\n"
-           "                 [--pool-max-age T] [--pool-refill N]\n"
-           "       nsbox check-policy FILE\n"
-           "       nsbox audit verify FILE\n"
-           "       nsbox doctor [--json] [OPTIONS]\n"
-           "       nsbox --version\n\n"
-           "Runs the code on stdin in a fresh, single-use sandbox (default command:\n"
-           "python -). Precedence: built-in defaults < --config FILE < flags.\n\n"
-           "options:\n"
-           "  --config FILE          load a YAML configuration (see policies/nsbox.yaml)\n"
-           "  --json                 print the result as one JSON object on stdout\n"
-           "  --format FORMAT        run: plain (the program's output, the default), json\n"
-           "                         (--json) or text (the result as text for a model)\n");
+  fprintf (
+      out,
+      "usage: nsbox run [OPTIONS] [-- COMMAND [ARG...]] < code.py\n"
+      "       nsbox run --server unix:PATH|http://HOST:PORT [--profile NAME]\n"
+      "                 [--token-file FILE] [--timeout T] [--max-output-bytes N] < code.py\n"
+      "       nsbox serve [OPTIONS] [--listen unix:PATH|tcp:ADDR:PORT] [--token-file FILE]\n"
+      "                 [--profile NAME=CONFIG.yaml]... [--max-concurrent N] [--max-queue N]\n"
+      "                 [--max-request-bytes SIZE] [--pool-size N] [--pool-max-age T]\n"
+      "                 [--pool-refill N] [--max-connections N] [--max-connections-per-peer N]\n"
+      "                 [--header-timeout T] [--body-timeout T] [--idle-timeout T]\n"
+      "       nsbox mcp [OPTIONS] [--max-concurrent N] [--max-queue N] [--pool-size N]\n"
+      "                 [--pool-max-age T] [--pool-refill N]\n"
+      "       nsbox check-policy FILE\n"
+      "       nsbox audit verify FILE\n"
+      "       nsbox doctor [--json] [OPTIONS]\n"
+      "       nsbox --version\n\n"
+      "Runs the code on stdin in a fresh, single-use sandbox (default command:\n"
+      "python -). Precedence: built-in defaults < --config FILE < flags.\n\n"
+      "options:\n"
+      "  --config FILE          load a YAML configuration (see policies/nsbox.yaml)\n"
+      "  --json                 print the result as one JSON object on stdout\n"
+      "  --format FORMAT        run: plain (the program's output, the default), json\n"
+      "                         (--json) or text (the result as text for a model)\n");
   for (const struct nsbox_key_info *k = nsbox_config_keys (); k->name; k++)
     {
       char flag[64];
@@ -209,7 +222,7 @@ parse_args (struct cli *cli, int argc, char **argv)
         }
       else if (c == OPT_PROFILE_FILE)
         cli->profiles[cli->n_profiles++] = optarg;
-      else if (c >= OPT_SERVER && c <= OPT_POOL_REFILL)
+      else if (c >= OPT_SERVER && c <= OPT_LAST_EXTRA)
         cli->extra_value[c - OPT_SERVER] = optarg;
       else if (c >= OPT_KEY_BASE)
         {
@@ -749,6 +762,38 @@ serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
         return fail ("invalid value '%s' for --max-request-bytes: expected a size up to 64m",
                      extra (cli, OPT_MAX_REQUEST_BYTES));
       o->max_request_bytes = v;
+    }
+  o->max_connections = 1024;
+  o->header_timeout_ms = 10000;
+  o->body_timeout_ms = o->idle_timeout_ms = 60000;
+  if ((extra (cli, OPT_MAX_CONNECTIONS)
+       && set_count ("max-connections", extra (cli, OPT_MAX_CONNECTIONS), 1, 65536,
+                     &o->max_connections)
+              != 0)
+      || (extra (cli, OPT_MAX_PER_PEER)
+          && set_count ("max-connections-per-peer", extra (cli, OPT_MAX_PER_PEER), 1, 65536,
+                        &o->max_connections_per_peer)
+                 != 0))
+    return EXIT_NSBOX_FAILED;
+  o->per_peer_given = extra (cli, OPT_MAX_PER_PEER) != NULL;
+  const struct
+  {
+    int opt;
+    const char *flag;
+    uint64_t *ms;
+  } timeouts[] = {
+    { OPT_HEADER_TIMEOUT, "header-timeout", &o->header_timeout_ms },
+    { OPT_BODY_TIMEOUT, "body-timeout", &o->body_timeout_ms },
+    { OPT_IDLE_TIMEOUT, "idle-timeout", &o->idle_timeout_ms },
+  };
+  for (size_t i = 0; i < ARRAY_SIZE (timeouts); i++)
+    {
+      const char *value = extra (cli, timeouts[i].opt);
+      if (value
+          && (nsbox_parse_duration (value, timeouts[i].ms) < 0 || *timeouts[i].ms < 1000
+              || *timeouts[i].ms > 3600000))
+        return fail ("invalid value '%s' for --%s: expected a duration from 1s to 1h", value,
+                     timeouts[i].flag);
     }
   return pool_settings (cli, o->pool_options);
 }

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -31,6 +32,7 @@
 
 #include "dl.h"
 #include "error.h"
+#include "serve_conn.h"
 #include "util.h"
 
 struct nsbox_mhd_api nsbox_mhd;
@@ -40,22 +42,26 @@ struct nsbox_mhd_api nsbox_mhd;
     "MHD_" #field, (void **)&nsbox_mhd.field                                                       \
   }
 static const struct nsbox_dl_symbol mhd_symbols[] = {
-  MHD_SYMBOL (start_daemon),        MHD_SYMBOL (stop_daemon),
-  MHD_SYMBOL (quiesce_daemon),      MHD_SYMBOL (create_response_from_buffer),
-  MHD_SYMBOL (add_response_header), MHD_SYMBOL (queue_response),
-  MHD_SYMBOL (destroy_response),    MHD_SYMBOL (lookup_connection_value),
+  MHD_SYMBOL (start_daemon),
+  MHD_SYMBOL (stop_daemon),
+  MHD_SYMBOL (create_response_from_buffer),
+  MHD_SYMBOL (add_response_header),
+  MHD_SYMBOL (queue_response),
+  MHD_SYMBOL (destroy_response),
+  MHD_SYMBOL (lookup_connection_value),
   MHD_SYMBOL (get_connection_info),
+  MHD_SYMBOL (get_connection_values),
+  MHD_SYMBOL (add_connection),
 };
 
-/* Beyond this many connections libmicrohttpd refuses new ones outright;
- * below it, admission answers 503 past max-concurrent + max-queue. */
-#define CONNECTION_LIMIT 1024
-/* A connection that sends nothing for this long is closed. */
-#define IDLE_SECONDS 60
-/* TCP: connections from one address. */
+/* TCP: connections from one address, unless --max-connections-per-peer
+ * says otherwise (a unix socket has no such limit by default). */
 #define PER_ADDRESS_LIMIT 64
 /* After the last run of a drain, how long its answers may take to be read. */
 #define ANSWER_GRACE_SECONDS 10
+/* libmicrohttpd's own connection limit sits above ours (serve_conn.c
+ * answers past ours), so that it never refuses one itself. */
+#define MHD_LIMIT_SLACK 16
 
 static int __attribute__ ((format (printf, 1, 2))) fail (const char *fmt, ...)
 {
@@ -313,6 +319,31 @@ open_listener (const struct nsbox_serve_options *o, struct listener *l, char **t
 
 /* ---- the server ---- */
 
+/* Every connection holds two fds (libmicrohttpd's and serve_conn.c's), and
+ * refused ones (as many as max_connections at once) one; the soft NOFILE
+ * limit is raised for them (up to the hard one: the sandboxes set their
+ * own). */
+static int
+raise_nofile (uint64_t max_connections)
+{
+  uint64_t need = 3 * max_connections + 256 + 256;
+  struct rlimit rl;
+  if (getrlimit (RLIMIT_NOFILE, &rl) < 0)
+    return fail ("getrlimit NOFILE: %s", strerror (errno));
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= need)
+    return 0;
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+    return fail ("--max-connections %llu needs %llu open files, above this process's hard limit "
+                 "of %llu: lower --max-connections or raise the limit (ulimit -Hn, systemd's "
+                 "LimitNOFILE=)",
+                 (unsigned long long)max_connections, (unsigned long long)need,
+                 (unsigned long long)rl.rlim_max);
+  rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 4 * need ? rl.rlim_max : 4 * need;
+  if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
+    return fail ("setrlimit NOFILE: %s", strerror (errno));
+  return 0;
+}
+
 static void
 free_profiles (struct nsbox_serve_profile *profiles, size_t n)
 {
@@ -370,18 +401,45 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
         }
     }
   s.tcp = l.tcp;
-  /* TCP: one address may not hold every connection (a client without the
-   * token trickling headers would). */
-  unsigned per_ip = l.tcp ? PER_ADDRESS_LIMIT : 0;
+  if (raise_nofile (o->max_connections) < 0)
+    goto out;
+  struct nsbox_conns_options co = {
+    .max_connections = o->max_connections,
+    .max_per_peer
+    = o->per_peer_given ? o->max_connections_per_peer : (l.tcp ? PER_ADDRESS_LIMIT : 0),
+    .header_timeout_ms = o->header_timeout_ms,
+    .body_timeout_ms = o->body_timeout_ms,
+    .idle_timeout_ms = o->idle_timeout_ms,
+    .tcp = l.tcp,
+  };
+  s.conns = nsbox_conns_new (&co);
+  if (!s.conns)
+    {
+      fail ("out of memory");
+      goto out;
+    }
+  /* Accepting is serve_conn.c's; libmicrohttpd polls (no select, whose fd
+   * numbers end at 1024) with a thread per connection. Its inactivity
+   * timeout bounds an answer a client reads too slowly. */
+  unsigned idle_s = (unsigned)((o->idle_timeout_ms + 999) / 1000);
   daemon = nsbox_mhd.start_daemon (
-      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
-      nsbox_serve_handle, &s, MHD_OPTION_LISTEN_SOCKET, l.fd, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_SECONDS,
-      MHD_OPTION_NOTIFY_COMPLETED, nsbox_serve_completed, &s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      per_ip, MHD_OPTION_END);
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL
+          | MHD_USE_NO_LISTEN_SOCKET,
+      0, NULL, NULL, nsbox_serve_handle, &s, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)(o->max_connections + MHD_LIMIT_SLACK), MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+      MHD_OPTION_NOTIFY_COMPLETED, nsbox_serve_completed, &s, MHD_OPTION_NOTIFY_CONNECTION,
+      nsbox_conns_notify, s.conns, MHD_OPTION_URI_LOG_CALLBACK, nsbox_conns_request_line, s.conns,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)NSBOX_SERVE_CONNECTION_MEMORY,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, 0u, MHD_OPTION_END);
   if (!daemon)
     {
-      fail ("libmicrohttpd could not start on the socket");
+      fail ("libmicrohttpd could not start");
+      goto out;
+    }
+  int cr = nsbox_conns_start (s.conns, daemon, l.fd);
+  if (cr < 0)
+    {
+      fail ("accepting connections: %s", strerror (-cr));
       goto out;
     }
   fprintf (stderr, "nsbox serve: listening on %s%s (%zu profile%s, pid %d)\n",
@@ -396,10 +454,8 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
    * runs in flight and the queue, then (bounded) for their answers to be
    * read. The listening socket is ours again after a quiesce, else
    * libmicrohttpd closes it when it stops. */
-  int quiet = nsbox_mhd.quiesce_daemon (daemon);
-  if (quiet >= 0)
-    close (quiet);
-  l.fd = -1;
+  nsbox_conns_quiesce (s.conns);
+  close (TAKE_FD (l.fd));
   pthread_mutex_lock (&s.lock);
   s.draining = true;
   pthread_cond_broadcast (&s.slot_free);
@@ -415,6 +471,7 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
 out:
   if (daemon)
     nsbox_mhd.stop_daemon (daemon);
+  nsbox_conns_free (s.conns);
   if (l.fd >= 0)
     close (l.fd);
   if (l.unix_path)

@@ -17,6 +17,17 @@
 #include "util.h"
 
 #define NSBOX_SERVE_MAX_PROFILES 16
+/* libmicrohttpd's memory for one connection (MHD_OPTION_CONNECTION_MEMORY_LIMIT):
+ * it holds a request's line and headers, which get its own 431 (or 414)
+ * past it. */
+#define NSBOX_SERVE_CONNECTION_MEMORY (32u << 10)
+/* A request's line and headers, in bytes, get nsbox's 431 past this: well
+ * under the memory above, since headers that nearly fill it leave
+ * libmicrohttpd no room to build any answer (it would close unanswered). */
+#define NSBOX_SERVE_HEADER_BYTES (16u << 10)
+/* A query of more parameters than this gets 414: libmicrohttpd keeps each
+ * in that memory too (no endpoint takes any). */
+#define NSBOX_SERVE_QUERY_PARAMETERS 64u
 /* Request→result latency buckets of /metrics, in seconds. */
 #define NSBOX_SERVE_BUCKETS 12
 
@@ -35,6 +46,10 @@ struct nsbox_serve_options
   uint64_t max_concurrent;
   uint64_t max_queue;
   uint64_t max_request_bytes;
+  uint64_t max_connections;
+  uint64_t max_connections_per_peer; /* 0: the listener's default */
+  bool per_peer_given;               /* --max-connections-per-peer was given */
+  uint64_t header_timeout_ms, body_timeout_ms, idle_timeout_ms;
   nsbox_pool_options *pool_options;
 };
 
@@ -50,6 +65,8 @@ enum nsbox_serve_outcome
   NSBOX_OUTCOME_COUNT_,
 };
 
+struct nsbox_conns;
+
 struct nsbox_server
 {
   struct nsbox_serve_profile profiles[NSBOX_SERVE_MAX_PROFILES];
@@ -63,7 +80,8 @@ struct nsbox_server
   uint64_t uploading; /* POST /v1/runs bodies being read (before admission) */
   uint64_t answering; /* answers of finished runs still being sent */
   bool draining;
-  bool tcp; /* the listener is TCP: a client's half-close counts as gone */
+  bool tcp;                  /* the listener is TCP: a client's half-close counts as gone */
+  struct nsbox_conns *conns; /* serve_conn.h */
   /* Counters for /metrics, under lock. */
   uint64_t runs[NSBOX_SERVE_MAX_PROFILES][NSBOX_OUTCOME_COUNT_][2]; /* [..][cold, warm] */
   uint64_t rejected_busy, rejected_draining, bad_requests, unauthorized;
@@ -84,13 +102,14 @@ struct nsbox_mhd_api
 {
   __typeof__ (MHD_start_daemon) *start_daemon;
   __typeof__ (MHD_stop_daemon) *stop_daemon;
-  __typeof__ (MHD_quiesce_daemon) *quiesce_daemon;
   __typeof__ (MHD_create_response_from_buffer) *create_response_from_buffer;
   __typeof__ (MHD_add_response_header) *add_response_header;
   __typeof__ (MHD_queue_response) *queue_response;
   __typeof__ (MHD_destroy_response) *destroy_response;
   __typeof__ (MHD_lookup_connection_value) *lookup_connection_value;
   __typeof__ (MHD_get_connection_info) *get_connection_info;
+  __typeof__ (MHD_get_connection_values) *get_connection_values;
+  __typeof__ (MHD_add_connection) *add_connection;
 };
 extern struct nsbox_mhd_api nsbox_mhd NSBOX_INTERNAL;
 
