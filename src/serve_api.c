@@ -4,12 +4,20 @@
  *   GET  /v1/health -> {"status":"ok", "draining":false, "profiles":{...}}
  *   GET  /metrics   -> Prometheus text
  * Errors are JSON ({"error": "..."}) with 400 (bad JSON, unknown or
- * refused keys), 401 (token), 404, 405, 413 (body over max-request-bytes),
- * 500 (nsbox could not run the code), 503 with Retry-After (busy or
- * draining), 429 with Retry-After and the result JSON (a quota of the
- * run's session refused it: no sandbox started). Admission: at most max-concurrent runs, at most
- * max-queue waiting for a slot, the rest 503 at once. A client that hangs up during its run gets
- * its sandbox killed (the connection is the run's cancel fd). */
+ * refused keys, ambiguous framing), 401 (token), 404, 405, 413 (body over
+ * max-request-bytes), 500 (nsbox could not run the code), 503 with
+ * Retry-After (busy or draining), 429 with Retry-After and the result JSON
+ * (a quota of the run's session refused it: no sandbox started).
+ * Admission: at most max-concurrent runs, at most max-queue waiting for a
+ * slot, the rest 503 at once. A client that hangs up during its run gets
+ * its sandbox killed (the connection is the run's cancel fd).
+ *
+ * Every refusal is readable: what can be refused from the headers is
+ * decided there, and the body (at most DRAIN_BYTES, never kept) is read and
+ * dropped before the answer, so the connection stays usable; a body too
+ * large to drain, of unknown length, or one the client waits to send
+ * (Expect: 100-continue) gets the answer at once, and the connection's
+ * lingering close (serve_conn.c) takes what the client still sends. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +35,7 @@
 #include "nsbox.h"
 #include "pool.h"
 #include "serve.h"
+#include "serve_conn.h"
 #include "util.h"
 
 /* Upper bounds of the latency histogram's buckets, in seconds. */
@@ -40,18 +49,21 @@ struct request
 {
   char *body;
   size_t len, alloc;
+  bool keep_body; /* a POST /v1/runs: its body is kept, any other is dropped */
   bool too_large;
   bool uploading;    /* a POST /v1/runs counted in s->uploading */
   bool answering;    /* its answer is being sent: counted in s->answering */
   double start;      /* when its headers arrived */
   uint64_t received; /* body bytes so far, kept or not */
+  /* A refusal decided from the headers, answered when the body is in. */
+  unsigned refusal; /* its status, 0: none */
+  const char *allow;
+  char refusal_message[256];
 };
 
-/* How long a request body may take to arrive. */
-#define UPLOAD_SECONDS 60
-/* How much of a body past max-request-bytes is read (and dropped) to answer
- * 413 rather than close. */
-#define TOO_LARGE_SLACK (1u << 20)
+/* A refused request's body up to this size is read and dropped before the
+ * answer (keeping the connection); a larger one gets the answer first. */
+#define DRAIN_BYTES (1u << 20)
 
 /* The code in a request body is the client's: wiped before it is freed,
  * as pooled sandboxes are cloned from this process (see also
@@ -68,8 +80,8 @@ wipe_body (struct request *req)
 /* ---- responses ---- */
 
 static enum MHD_Result
-respond (struct MHD_Connection *c, unsigned status, const char *type, const char *body, size_t len,
-         uint64_t retry_after_s)
+respond_allowing (struct MHD_Connection *c, unsigned status, const char *type, const char *body,
+                  size_t len, uint64_t retry_after_s, const char *allow)
 {
   struct MHD_Response *r
       = nsbox_mhd.create_response_from_buffer (len, (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -82,9 +94,30 @@ respond (struct MHD_Connection *c, unsigned status, const char *type, const char
     nsbox_mhd.add_response_header (r, "Retry-After", retry);
   if (status == 401)
     nsbox_mhd.add_response_header (r, "WWW-Authenticate", "Bearer");
+  if (allow)
+    nsbox_mhd.add_response_header (r, "Allow", allow);
   enum MHD_Result ret = nsbox_mhd.queue_response (c, status, r);
   nsbox_mhd.destroy_response (r);
   return ret;
+}
+
+static enum MHD_Result
+respond (struct MHD_Connection *c, unsigned status, const char *type, const char *body, size_t len,
+         uint64_t retry_after_s)
+{
+  return respond_allowing (c, status, type, body, len, retry_after_s, NULL);
+}
+
+static enum MHD_Result
+respond_message (struct MHD_Connection *c, unsigned status, const char *msg, const char *allow)
+{
+  json_t *o = json_pack ("{s:s}", "error", msg ? msg : "out of memory");
+  cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
+  json_decref (o);
+  if (!text)
+    return MHD_NO;
+  return respond_allowing (c, status, "application/json", text, strlen (text),
+                           status == 503 ? 1 : 0, allow);
 }
 
 static enum MHD_Result __attribute__ ((format (printf, 3, 4)))
@@ -94,12 +127,7 @@ respond_error (struct MHD_Connection *c, unsigned status, const char *fmt, ...)
   va_start (ap, fmt);
   cleanup_free char *msg = vxasprintf (fmt, ap);
   va_end (ap);
-  json_t *o = json_pack ("{s:s}", "error", msg ? msg : "out of memory");
-  cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
-  json_decref (o);
-  if (!text)
-    return MHD_NO;
-  return respond (c, status, "application/json", text, strlen (text), status == 503 ? 1 : 0);
+  return respond_message (c, status, msg, NULL);
 }
 
 static void
@@ -564,6 +592,8 @@ handle_metrics (struct nsbox_server *s, struct MHD_Connection *c)
   struct nsbox_pool_stats st[NSBOX_SERVE_MAX_PROFILES];
   for (size_t i = 0; i < s->n_profiles; i++)
     nsbox_pool_get_stats (s->profiles[i].pool, &st[i]);
+  struct nsbox_conns_stats cst;
+  nsbox_conns_get_stats (s->conns, &cst);
   pthread_mutex_lock (&s->lock);
   add (&t, "# HELP nsbox_runs_total Runs answered, by profile, outcome and how they were "
            "served.\n# TYPE nsbox_runs_total counter\n");
@@ -578,8 +608,20 @@ handle_metrics (struct nsbox_server *s, struct MHD_Connection *c)
        "nsbox_rejected_total{reason=\"busy\"} %" PRIu64 "\n"
        "nsbox_rejected_total{reason=\"draining\"} %" PRIu64 "\n"
        "nsbox_rejected_total{reason=\"bad_request\"} %" PRIu64 "\n"
-       "nsbox_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n",
-       s->rejected_busy, s->rejected_draining, s->bad_requests, s->unauthorized);
+       "nsbox_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n"
+       "nsbox_rejected_total{reason=\"connections\"} %" PRIu64 "\n"
+       "nsbox_rejected_total{reason=\"peer_connections\"} %" PRIu64 "\n",
+       s->rejected_busy, s->rejected_draining, s->bad_requests + cst.answered, s->unauthorized,
+       cst.refused_total, cst.refused_peer);
+  add (&t,
+       "# HELP nsbox_connections_open Connections held, lingering ones too.\n"
+       "# TYPE nsbox_connections_open gauge\nnsbox_connections_open %" PRIu64 "\n"
+       "# HELP nsbox_slow_clients_total Connections shut for a phase past its timeout.\n"
+       "# TYPE nsbox_slow_clients_total counter\n"
+       "nsbox_slow_clients_total{phase=\"headers\"} %" PRIu64 "\n"
+       "nsbox_slow_clients_total{phase=\"body\"} %" PRIu64 "\n"
+       "nsbox_slow_clients_total{phase=\"idle\"} %" PRIu64 "\n",
+       cst.open, cst.cut_headers, cst.cut_body, cst.cut_idle);
   add (&t,
        "# HELP nsbox_runs_in_flight Runs in progress.\n# TYPE nsbox_runs_in_flight gauge\n"
        "nsbox_runs_in_flight %" PRIu64 "\n"
@@ -624,6 +666,201 @@ handle_metrics (struct nsbox_server *s, struct MHD_Connection *c)
 
 /* ---- the access handler ---- */
 
+enum route
+{
+  ROUTE_RUNS,
+  ROUTE_HEALTH,
+  ROUTE_METRICS,
+};
+
+struct header_counts
+{
+  unsigned content_length, transfer_encoding;
+};
+
+static enum MHD_Result
+count_framing (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+  (void)kind;
+  (void)value;
+  struct header_counts *n = cls;
+  if (key && strcasecmp (key, "Content-Length") == 0)
+    n->content_length++;
+  if (key && strcasecmp (key, "Transfer-Encoding") == 0)
+    n->transfer_encoding++;
+  return MHD_YES;
+}
+
+/* How the body is framed, as RFC 9112 lets a server take it: one
+ * Content-Length, or one Transfer-Encoding that is chunked, never both (a
+ * request a proxy in front may read otherwise is not served). 0, or 400
+ * with why. */
+static unsigned
+check_framing (struct MHD_Connection *c, char *why, size_t size)
+{
+  struct header_counts n = { 0, 0 };
+  nsbox_mhd.get_connection_values (c, MHD_HEADER_KIND, count_framing, &n);
+  const char *te = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Transfer-Encoding");
+  if (n.content_length && n.transfer_encoding)
+    snprintf (why, size, "a request may not have both Content-Length and Transfer-Encoding");
+  else if (n.content_length > 1 || n.transfer_encoding > 1)
+    snprintf (why, size, "a request may have only one %s header",
+              n.content_length > 1 ? "Content-Length" : "Transfer-Encoding");
+  else if (te && strcasecmp (te, "chunked") != 0)
+    snprintf (why, size, "Transfer-Encoding '%.64s' is not supported (only chunked)", te);
+  else
+    return 0;
+  return 400;
+}
+
+static enum MHD_Result
+sum_header_bytes (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+  (void)kind;
+  size_t *n = cls;
+  /* "key: value\r\n", or "key=value&" of the query */
+  *n += (key ? strlen (key) : 0) + (value ? strlen (value) : 0) + 4;
+  return MHD_YES;
+}
+
+/* The request line's and headers' size, as sent (near enough). */
+static size_t
+header_bytes (struct MHD_Connection *c, const char *url, const char *method)
+{
+  size_t n = strlen (method) + strlen (url) + sizeof " HTTP/1.1\r\n";
+  nsbox_mhd.get_connection_values (c, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND, sum_header_bytes,
+                                   &n);
+  return n;
+}
+
+/* The endpoint: 0 and *route, or 404/405 with why (and *allow). */
+static unsigned
+route_of (const char *url, const char *method, enum route *route, const char **allow, char *why,
+          size_t size)
+{
+  bool get = strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0;
+  if (strcmp (url, "/v1/runs") == 0)
+    {
+      *route = ROUTE_RUNS;
+      *allow = "POST";
+      if (strcmp (method, "POST") == 0)
+        return 0;
+      snprintf (why, size, "%.32s /v1/runs: only POST is allowed", method);
+      return 405;
+    }
+  if (strcmp (url, "/v1/health") == 0 || strcmp (url, "/metrics") == 0)
+    {
+      *route = url[1] == 'v' ? ROUTE_HEALTH : ROUTE_METRICS;
+      *allow = "GET, HEAD";
+      if (get)
+        return 0;
+      snprintf (why, size, "%.32s %s: only GET is allowed", method, url);
+      return 405;
+    }
+  *allow = NULL;
+  snprintf (why, size, "no such endpoint: %.160s (POST /v1/runs, GET /v1/health, GET /metrics)",
+            url);
+  return 404;
+}
+
+/* The headers are in: whatever can be refused now is. */
+static enum MHD_Result
+first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, const char *method,
+            struct request *req)
+{
+  req->start = now_s ();
+  nsbox_conns_headers_in (s->conns, c);
+  /* Counted as bad requests by serve_conn.c. */
+  if (nsbox_conns_answered (s->conns, c))
+    return MHD_NO;
+  if (header_bytes (c, url, method) > NSBOX_SERVE_HEADER_BYTES)
+    {
+      /* Written on the socket: libmicrohttpd may have no room for it. */
+      char why[96];
+      snprintf (why, sizeof why, "the request line and headers exceed %u bytes",
+                NSBOX_SERVE_HEADER_BYTES);
+      nsbox_conns_answer (s->conns, c, "431 Request Header Fields Too Large", why);
+      return MHD_NO;
+    }
+  const char *cl = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Content-Length");
+  const char *te = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Transfer-Encoding");
+  const char *expect = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Expect");
+  uint64_t length = cl ? strtoull (cl, NULL, 10) : 0;
+  char *why = req->refusal_message;
+  size_t size = sizeof req->refusal_message;
+  enum route route = ROUTE_HEALTH;
+  unsigned status = check_framing (c, why, size);
+  /* Framing that cannot be trusted: the body's end is unknown. */
+  bool at_once = status != 0;
+  if (!status && !authorized (s, c))
+    {
+      status = 401;
+      snprintf (why, size, "missing or wrong bearer token");
+      count (s, &s->unauthorized);
+    }
+  else if (!status && length > s->max_request_bytes)
+    {
+      status = 413;
+      snprintf (why, size, "the request body exceeds %" PRIu64 " bytes", s->max_request_bytes);
+    }
+  if (!status)
+    status = route_of (url, method, &route, &req->allow, why, size);
+  if (!status && route == ROUTE_RUNS)
+    {
+      if (start_upload (s, req))
+        req->keep_body = true;
+      else
+        {
+          status = 503;
+          snprintf (why, size, "the server is %s", s->draining ? "draining" : "busy");
+        }
+    }
+  if (!status)
+    return MHD_YES;
+  if (status != 401 && status != 503)
+    count (s, &s->bad_requests);
+  if (at_once || te || length > DRAIN_BYTES || (expect && strcasecmp (expect, "100-continue") == 0))
+    return respond_message (c, status, why, req->allow);
+  req->refusal = status;
+  return MHD_YES;
+}
+
+/* Body bytes: kept for a run, else dropped. */
+static enum MHD_Result
+body_bytes (struct nsbox_server *s, struct request *req, const char *data, size_t n)
+{
+  req->received += n;
+  if (!req->keep_body || req->refusal)
+    return MHD_YES;
+  if (req->too_large || req->len + n > s->max_request_bytes)
+    {
+      /* A chunked body that grew too large: the rest is read and dropped
+       * (for at most body-timeout), answered 413 at its end. */
+      req->too_large = true;
+      wipe_body (req);
+      return MHD_YES;
+    }
+  if (req->len + n > req->alloc)
+    {
+      size_t want = req->alloc ? req->alloc : 4096;
+      while (want < req->len + n)
+        want *= 2;
+      char *grown = malloc (want);
+      if (!grown)
+        return MHD_NO;
+      if (req->body)
+        memcpy (grown, req->body, req->len);
+      size_t len = req->len;
+      wipe_body (req);
+      req->body = grown;
+      req->len = len;
+      req->alloc = want;
+    }
+  memcpy (req->body + req->len, data, n);
+  req->len += n;
+  return MHD_YES;
+}
+
 enum MHD_Result
 nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const char *method,
                     const char *version, const char *upload_data, size_t *upload_data_size,
@@ -634,92 +871,45 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
   struct request *req = *state;
   if (!req)
     {
-      /* First call: the headers are in. */
       req = calloc (1, sizeof *req);
       if (!req)
         return MHD_NO;
       *state = req;
-      /* Before any of the body is read: who asks, and whether it fits. */
-      if (!authorized (s, c))
-        {
-          count (s, &s->unauthorized);
-          return respond_error (c, 401, "missing or wrong bearer token");
-        }
-      req->start = now_s ();
-      const char *cl = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Content-Length");
-      if (cl && strtoull (cl, NULL, 10) > s->max_request_bytes)
-        {
-          count (s, &s->bad_requests);
-          return respond_error (c, 413, "the request body exceeds %" PRIu64 " bytes",
-                                s->max_request_bytes);
-        }
-      if (strcmp (url, "/v1/runs") == 0 && strcmp (method, "POST") == 0 && !start_upload (s, req))
-        return respond_error (c, 503, "the server is %s", s->draining ? "draining" : "busy");
-      return MHD_YES;
+      return first_call (s, c, url, method, req);
     }
   if (*upload_data_size > 0)
     {
       size_t n = *upload_data_size;
       *upload_data_size = 0;
-      /* A body may not trickle in for ever: it holds an upload slot. */
-      if (now_s () - req->start > UPLOAD_SECONDS)
-        return MHD_NO;
-      req->received += n;
-      if (req->too_large || req->len + n > s->max_request_bytes)
-        {
-          /* A body without Content-Length (chunked) that grew too large:
-           * the rest is read and dropped, answered 413 at its end; past
-           * some slack the connection is closed. */
-          req->too_large = true;
-          wipe_body (req);
-          return req->received > s->max_request_bytes + TOO_LARGE_SLACK ? MHD_NO : MHD_YES;
-        }
-      if (req->len + n > req->alloc)
-        {
-          size_t want = req->alloc ? req->alloc : 4096;
-          while (want < req->len + n)
-            want *= 2;
-          char *grown = malloc (want);
-          if (!grown)
-            return MHD_NO;
-          if (req->body)
-            memcpy (grown, req->body, req->len);
-          size_t len = req->len;
-          wipe_body (req);
-          req->body = grown;
-          req->len = len;
-          req->alloc = want;
-        }
-      memcpy (req->body + req->len, upload_data, n);
-      req->len += n;
-      return MHD_YES;
+      return body_bytes (s, req, upload_data, n);
     }
-  if (strcmp (url, "/v1/runs") == 0)
-    return strcmp (method, "POST") == 0
-               ? handle_run (s, c, req)
-               : respond_error (c, 405, "%s /v1/runs: only POST is allowed", method);
-  if (strcmp (url, "/v1/health") == 0)
-    return strcmp (method, "GET") == 0 ? handle_health (s, c)
-                                       : respond_error (c, 405, "only GET is allowed");
-  if (strcmp (url, "/metrics") == 0)
-    return strcmp (method, "GET") == 0 ? handle_metrics (s, c)
-                                       : respond_error (c, 405, "only GET is allowed");
-  count (s, &s->bad_requests);
-  return respond_error (c, 404,
-                        "no such endpoint: %s (POST /v1/runs, GET /v1/health, "
-                        "GET /metrics)",
-                        url);
+  nsbox_conns_body_in (s->conns, c);
+  if (req->refusal)
+    return respond_message (c, req->refusal, req->refusal_message, req->allow);
+  enum route route = ROUTE_HEALTH;
+  const char *allow = NULL;
+  char why[256];
+  route_of (url, method, &route, &allow, why, sizeof why);
+  switch (route)
+    {
+    case ROUTE_RUNS:
+      return handle_run (s, c, req);
+    case ROUTE_HEALTH:
+      return handle_health (s, c);
+    case ROUTE_METRICS:
+      return handle_metrics (s, c);
+    }
+  return MHD_NO;
 }
 
 void
 nsbox_serve_completed (void *cls, struct MHD_Connection *c, void **state,
                        enum MHD_RequestTerminationCode why)
 {
-  (void)c;
   (void)why;
-  (void)cls;
   struct nsbox_server *s = cls;
   struct request *req = *state;
+  nsbox_conns_request_done (s->conns, c);
   if (req)
     end_upload (s, req);
   if (req && req->answering)
