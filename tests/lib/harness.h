@@ -224,7 +224,10 @@ struct serve_job
   struct run_job job;
   char dir[64];
   char socket[128];
-  char server_arg[160]; /* "unix:" socket */
+  char server_arg[160]; /* "unix:" socket, or the url */
+  char url[64];         /* serve_start_tcp: "http://127.0.0.1:PORT" */
+  uint16_t port;
+  char auth[160]; /* serve_start_tcp: "Authorization: Bearer TOKEN" */
 };
 void serve_start (const char *const *extra_args, struct serve_job *s);
 /* SIGTERM, then waits (bounded); returns the server's exit status and its
@@ -241,6 +244,61 @@ long serve_http (const char *socket, const char *method, const char *path, const
                  size_t body_len, const char *const *headers, char **answer, bool *retry_after);
 /* A free TCP port on 127.0.0.1 (bound, then released). */
 uint16_t free_tcp_port (void);
+/* serve_start on tcp:127.0.0.1:PORT with a token file (in s->dir) holding
+ * `token`; s->url is "http://127.0.0.1:PORT", s->auth its Authorization
+ * header, s->socket empty. */
+void serve_start_tcp (const char *const *extra_args, const char *token, struct serve_job *s);
+
+/* Raw HTTP/1.1 exchanges (http_raw.c): every byte of the request written,
+ * a failed write recorded and never retried, the answer read whole. */
+struct raw_peer
+{
+  const char *unix_path; /* the server's unix socket, or NULL: TCP */
+  uint16_t port;         /* TCP to 127.0.0.1:port */
+  const char *source;    /* TCP: the source address to bind (e.g. "127.0.0.2"), or NULL */
+};
+struct raw_answer
+{
+  long status;            /* -1: no status line came */
+  bool retry_after, json; /* the headers had Retry-After, Content-Type: application/json */
+  bool complete;          /* the head and Content-Length bytes of body came */
+  bool closed, timed_out; /* the server closed; nothing more came in time */
+  int write_errno;        /* the failed write's errno (EPIPE, ECONNRESET), or 0 */
+  int read_errno;         /* the failed read's errno, or 0 */
+  size_t sent, unsent;    /* request bytes written, and not */
+  long long content_length;
+  char *head; /* status line and headers (NUL-terminated) */
+  char *body; /* into raw, NUL-terminated */
+  char *raw;
+  size_t raw_len, raw_alloc, body_at;
+};
+int raw_connect (const struct raw_peer *p);
+/* "METHOD PATH HTTP/1.1" with Host, Content-Type: application/json,
+ * Content-Length and, when auth is not NULL, "Authorization: Bearer auth";
+ * caller frees. */
+char *raw_request_head (const char *method, const char *path, size_t content_length,
+                        const char *auth);
+/* Writes head then body on fd while reading the answer, until the answer
+ * is whole, the server closed, or timeout seconds passed; with stop_early
+ * the writing stops once the answer's head came (a client that reads an
+ * early answer, as curl does). */
+void raw_exchange_on (int fd, const char *head, const char *body, size_t body_len, bool stop_early,
+                      double timeout, struct raw_answer *a);
+/* Connects, raw_exchange_on (not stopping early, harness_scaled (120)),
+ * closes. */
+void raw_exchange (const struct raw_peer *p, const char *head, const char *body, size_t body_len,
+                   struct raw_answer *a);
+void raw_answer_free (struct raw_answer *a);
+/* Whether the server ended the connection (end of stream or reset) within
+ * `seconds`; what it sends meanwhile is read and dropped. */
+bool raw_closed_within (int fd, double seconds);
+/* Raises this process's soft RLIMIT_NOFILE to want (asserts the hard
+ * limit allows it). */
+void raise_nofile (rlim_t want);
+/* A field of /proc/PID/status in KiB (VmRSS, VmHWM). */
+long proc_status_kib (pid_t pid, const char *field);
+/* The sockets among PID's open fds (from /proc, not from nsbox). */
+int proc_socket_count (pid_t pid);
 /* The whole file (NUL-terminated; *len without the NUL), or NULL when it
  * cannot be opened. Caller frees. */
 char *read_file (const char *path, size_t *len);

@@ -101,24 +101,29 @@ free_tcp_port (void)
   return port;
 }
 
-void
-serve_start (const char *const *extra_args, struct serve_job *s)
+/* A new NULL-terminated array: `flag value` then extra_args (free it). */
+static const char **
+flag_then (const char *flag, const char *value, const char *const *extra_args)
 {
-  memset (s, 0, sizeof *s);
-  char *dir = user_dir ();
-  snprintf (s->dir, sizeof s->dir, "%s", dir);
-  free (dir);
-  snprintf (s->socket, sizeof s->socket, "%s/nsbox.sock", s->dir);
-  snprintf (s->server_arg, sizeof s->server_arg, "unix:%s", s->socket);
   size_t n = 0;
   while (extra_args && extra_args[n])
     n++;
   const char **args = calloc (n + 3, sizeof *args);
   cr_assert_not_null (args);
-  args[0] = "--listen";
-  args[1] = s->server_arg;
+  args[0] = flag;
+  args[1] = value;
   for (size_t i = 0; i < n; i++)
     args[2 + i] = extra_args[i];
+  return args;
+}
+
+/* Starts `nsbox serve --listen LISTEN EXTRA...` and waits until target
+ * (its socket or url) answers /v1/health. */
+static void
+start_and_wait (struct serve_job *s, const char *listen, const char *const *extra_args,
+                const char *target, const char *const *headers)
+{
+  const char **args = flag_then ("--listen", listen, extra_args);
   run_nsbox_spawn ("serve", true, args, false, &s->job);
   free (args);
   close (s->job.in_fd);
@@ -127,8 +132,8 @@ serve_start (const char *const *extra_args, struct serve_job *s)
   for (;;)
     {
       char *answer = NULL;
-      if (access (s->socket, F_OK) == 0
-          && serve_http (s->socket, "GET", "/v1/health", NULL, 0, NULL, &answer, NULL) == 200)
+      if ((s->url[0] || access (s->socket, F_OK) == 0)
+          && serve_http (target, "GET", "/v1/health", NULL, 0, headers, &answer, NULL) == 200)
         {
           free (answer);
           return;
@@ -146,6 +151,45 @@ serve_start (const char *const *extra_args, struct serve_job *s)
       struct timespec ts = { 0, 10000000 };
       nanosleep (&ts, NULL);
     }
+}
+
+void
+serve_start (const char *const *extra_args, struct serve_job *s)
+{
+  memset (s, 0, sizeof *s);
+  char *dir = user_dir ();
+  snprintf (s->dir, sizeof s->dir, "%s", dir);
+  free (dir);
+  snprintf (s->socket, sizeof s->socket, "%s/nsbox.sock", s->dir);
+  snprintf (s->server_arg, sizeof s->server_arg, "unix:%s", s->socket);
+  start_and_wait (s, s->server_arg, extra_args, s->socket, NULL);
+}
+
+void
+serve_start_tcp (const char *const *extra_args, const char *token, struct serve_job *s)
+{
+  memset (s, 0, sizeof *s);
+  char *dir = user_dir ();
+  snprintf (s->dir, sizeof s->dir, "%s", dir);
+  free (dir);
+  char token_path[128], listen[64];
+  snprintf (token_path, sizeof token_path, "%s/token", s->dir);
+  FILE *f = fopen (token_path, "we");
+  cr_assert_not_null (f, "%s: %s", token_path, strerror (errno));
+  fprintf (f, "%s\n", token);
+  cr_assert (fclose (f) == 0);
+  struct stat st;
+  cr_assert (stat (s->dir, &st) == 0 && chmod (token_path, 0600) == 0
+             && chown (token_path, st.st_uid, st.st_gid) == 0);
+  s->port = free_tcp_port ();
+  snprintf (listen, sizeof listen, "tcp:127.0.0.1:%u", (unsigned)s->port);
+  snprintf (s->url, sizeof s->url, "http://127.0.0.1:%u", (unsigned)s->port);
+  snprintf (s->server_arg, sizeof s->server_arg, "%s", s->url);
+  snprintf (s->auth, sizeof s->auth, "Authorization: Bearer %s", token);
+  const char **args = flag_then ("--token-file", token_path, extra_args);
+  const char *const headers[] = { s->auth, NULL };
+  start_and_wait (s, listen, args, s->url, headers);
+  free (args);
 }
 
 static char *
@@ -193,6 +237,9 @@ serve_stop (struct serve_job *s, char **log)
     *log = text;
   else
     free (text);
+  char token_path[128];
+  snprintf (token_path, sizeof token_path, "%s/token", s->dir);
+  unlink (token_path); /* serve_start_tcp's */
   rmdir (s->dir);
   return status;
 }
