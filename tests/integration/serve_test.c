@@ -457,7 +457,12 @@ Test (serve, kill_9_of_the_server_leaves_no_sandbox_and_a_restart_cleans_up, .ti
 
 Test (serve, a_client_that_hangs_up_gets_its_sandbox_killed, .timeout = 120)
 {
-  const char *const args[] = { "--pool-size", "1", NULL };
+  /* The run must still be going when the client dies, however slow the
+   * machine (under ASan beside the runsc lane a trivial run took 11 times
+   * the reference: half a second scaled outlasted the default 5 s). */
+  char timeout[32];
+  harness_scaled_duration (30, timeout, sizeof timeout);
+  const char *const args[] = { "--pool-size", "1", "--timeout", timeout, NULL };
   struct serve_job s;
   serve_start (args, &s);
   wait_pool (&s, 1);
