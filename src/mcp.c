@@ -31,6 +31,10 @@
 
 /* One message (one line) at most; a longer one is dropped with an error. */
 #define MAX_MESSAGE_BYTES (96u << 20)
+/* The requests of the calls queued and running, in bytes at most: past
+ * it a call is answered busy (a queue of calls each near the message
+ * limit would otherwise hold gigabytes). */
+#define MAX_IN_FLIGHT_BYTES (256u << 20)
 /* notifications/progress every this many seconds of a call that asked. */
 #define PROGRESS_SECONDS 5
 #define TOOL_NAME "run_python"
@@ -68,7 +72,9 @@ struct job
   bool structured;     /* answer with structuredContent */
   int cancel_fd;       /* ours: closing it kills the run */
   int run_fd;          /* the run's end of the socketpair */
-  bool cancelled;
+  bool cancelled;      /* by the client (notifications/cancelled): not answered */
+  bool stopped;        /* by the server's stop: answered with an error */
+  size_t bytes;        /* its request's size, in in_flight_bytes */
   double started, progressed;
   struct nsbox_mcp_files files;
 };
@@ -82,7 +88,9 @@ struct mcp
   pthread_cond_t tick;        /* the progress thread's clock, or stopping */
   struct job *queue, **queue_tail, *running;
   uint64_t queued, idle_workers, max_queue;
+  uint64_t in_flight_bytes; /* the jobs' bytes, queued and running */
   bool stopping;
+  const char *stop_why; /* why, for the calls the stop ends */
   /* Set before the threads start, read-only after. */
   nsbox_pool *pool;
   uint64_t timeout_ms; /* the configured timeout: the ceiling of a call's */
@@ -444,15 +452,21 @@ run_job (struct mcp *s, struct job *job)
         *p = job->next;
         break;
       }
-  bool cancelled = job->cancelled;
+  bool cancelled = job->cancelled, stopped = job->stopped;
+  s->in_flight_bytes -= job->bytes;
+  const char *stop_why = s->stop_why;
   pthread_mutex_unlock (&s->lock);
-  if (r < 0 && !(cancelled && nsbox_error_errno (err) == ECANCELED))
+  if (r < 0 && !((cancelled || stopped) && nsbox_error_errno (err) == ECANCELED))
     {
       cleanup_free char *id = json_dumps (job->id, JSON_ENCODE_ANY | JSON_COMPACT);
       log_line ("%s (request %s): %s", TOOL_NAME, id ? id : "?", nsbox_error_message (err));
     }
-  /* A cancelled request gets no answer (the specification). */
-  if (!cancelled)
+  /* A cancelled request gets no answer (the specification); one the
+   * server's stop ended gets an error saying so. */
+  if (stopped && r < 0)
+    send_error (s, job->id, RPC_BUSY,
+                "the server stopped (%s) before the call ended: its sandbox was killed", stop_why);
+  else if (!cancelled)
     send_result (s, job->id, r >= 0 ? tool_result (job, res) : tool_error (INTERNAL_ERROR_TEXT));
   nsbox_error_free (err);
   nsbox_result_free (res);
@@ -589,7 +603,7 @@ handle_ping (struct mcp *s, json_t *params, char *why, size_t size)
 
 /* Queues the call; answers at once only when it is refused. */
 static void
-handle_tools_call (struct mcp *s, json_t *id, json_t *params)
+handle_tools_call (struct mcp *s, json_t *id, json_t *params, size_t bytes)
 {
   json_t *name = json_object_get (params, "name");
   if (!json_is_string (name))
@@ -659,22 +673,28 @@ handle_tools_call (struct mcp *s, json_t *id, json_t *params)
   job->cancel_fd = pair[0];
   job->run_fd = pair[1];
   nsbox_run_options_set_cancel_fd (job->options, job->run_fd, false);
+  job->bytes = bytes;
   pthread_mutex_lock (&s->lock);
   bool busy = s->queued >= s->idle_workers + s->max_queue;
-  if (!busy)
+  bool heavy = !busy && s->in_flight_bytes + bytes > MAX_IN_FLIGHT_BYTES;
+  if (!busy && !heavy)
     {
       *s->queue_tail = job;
       s->queue_tail = &job->next;
       s->queued++;
+      s->in_flight_bytes += bytes;
       pthread_cond_signal (&s->work);
     }
   pthread_mutex_unlock (&s->lock);
   if (busy)
-    {
-      send_error (s, id, RPC_BUSY, "busy: %" PRIu64 " calls are waiting already; try again later",
-                  s->max_queue);
-      job_free (job);
-    }
+    send_error (s, id, RPC_BUSY, "busy: %" PRIu64 " calls are waiting already; try again later",
+                s->max_queue);
+  else if (heavy)
+    send_error (s, id, RPC_BUSY,
+                "busy: the calls in flight hold %u MiB of requests already; try again later",
+                MAX_IN_FLIGHT_BYTES >> 20);
+  if (busy || heavy)
+    job_free (job);
 }
 
 /* notifications/cancelled: a queued call is dropped, a running one's
@@ -695,6 +715,7 @@ handle_cancelled (struct mcp *s, json_t *params)
         if (!*p)
           s->queue_tail = p;
         s->queued--;
+        s->in_flight_bytes -= dropped->bytes;
         break;
       }
   for (struct job *job = s->running; !dropped && job; job = job->next)
@@ -716,6 +737,21 @@ static const struct
   { "ping", handle_ping },
   { "tools/list", handle_tools_list },
 };
+
+/* Whether a queued or running call has this id (the client has not had
+ * its answer, or cancelled it and a worker is still ending it). */
+static bool
+in_flight (struct mcp *s, json_t *id)
+{
+  bool found = false;
+  pthread_mutex_lock (&s->lock);
+  for (struct job *job = s->queue; !found && job; job = job->next)
+    found = json_equal (job->id, id);
+  for (struct job *job = s->running; !found && job; job = job->next)
+    found = json_equal (job->id, id);
+  pthread_mutex_unlock (&s->lock);
+  return found;
+}
 
 static void
 handle_message (struct mcp *s, const char *line, size_t len)
@@ -766,9 +802,18 @@ handle_message (struct mcp *s, const char *line, size_t len)
       send_error (s, id, RPC_INVALID_PARAMS, "'params' must be an object");
       return;
     }
+  if (in_flight (s, id))
+    {
+      /* Its answer would be taken for the call's. */
+      cleanup_free char *text = json_dumps (id, JSON_ENCODE_ANY | JSON_COMPACT);
+      send_error (s, id, RPC_INVALID_REQUEST,
+                  "invalid request: id %.64s is the id of a call still in flight",
+                  text ? text : "?");
+      return;
+    }
   if (strcmp (name, "tools/call") == 0)
     {
-      handle_tools_call (s, id, params);
+      handle_tools_call (s, id, params, len);
       return;
     }
   for (size_t i = 0; i < ARRAY_SIZE (request_handlers); i++)
@@ -833,10 +878,12 @@ handle_lines (struct mcp *s, struct reader *r)
     }
 }
 
-/* Reads stdin until it closes or a stop signal arrives on sfd. */
+/* Reads stdin until it closes or a stop signal arrives on sfd; says
+ * which in *why (static text). */
 static void
-read_loop (struct mcp *s, int sfd)
+read_loop (struct mcp *s, int sfd, const char **why)
 {
+  *why = "its input closed";
   struct reader r = { 0 };
   for (;;)
     {
@@ -869,7 +916,14 @@ read_loop (struct mcp *s, int sfd)
         {
           struct signalfd_siginfo si;
           if (read (sfd, &si, sizeof si) == (ssize_t)sizeof si)
-            log_line ("%s: stopping", strsignal ((int)si.ssi_signo));
+            {
+              log_line ("%s: stopping", strsignal ((int)si.ssi_signo));
+              *why = si.ssi_signo == SIGTERM  ? "SIGTERM"
+                     : si.ssi_signo == SIGINT ? "SIGINT"
+                                              : "SIGHUP";
+            }
+          else
+            *why = "a signal";
           break;
         }
       if (!p[0].revents)
@@ -878,7 +932,10 @@ read_loop (struct mcp *s, int sfd)
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
-        log_line ("read stdin: %s", strerror (errno));
+        {
+          log_line ("read stdin: %s", strerror (errno));
+          *why = "its input failed";
+        }
       if (n <= 0)
         break;
       r.len += (size_t)n;
@@ -891,20 +948,22 @@ read_loop (struct mcp *s, int sfd)
 
 /* ---- the process ---- */
 
-/* Every queued call dropped, every running sandbox killed. */
+/* Every queued call answered with an error, every running sandbox killed
+ * (its worker answers it with an error). */
 static void
-stop (struct mcp *s)
+stop (struct mcp *s, const char *why)
 {
   pthread_mutex_lock (&s->lock);
   s->stopping = true;
+  s->stop_why = why;
   struct job *queued = s->queue;
   s->queue = NULL;
   s->queue_tail = &s->queue;
   s->queued = 0;
   for (struct job *job = s->running; job; job = job->next)
-    if (!job->cancelled)
+    if (!job->cancelled && !job->stopped)
       {
-        job->cancelled = true;
+        job->stopped = true;
         close (TAKE_FD (job->cancel_fd));
       }
   pthread_cond_broadcast (&s->work);
@@ -913,6 +972,7 @@ stop (struct mcp *s)
   while (queued)
     {
       struct job *next = queued->next;
+      send_error (s, queued->id, RPC_BUSY, "the server stopped (%s): the call was not run", why);
       job_free (queued);
       queued = next;
     }
@@ -968,6 +1028,7 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
   int sfd = signalfd (-1, &stop_signals, SFD_CLOEXEC);
 
   int status = 125;
+  const char *why = "it could not start";
   size_t n_workers = 0;
   pthread_t *workers = calloc (o->max_concurrent, sizeof *workers);
   pthread_t progress;
@@ -1003,10 +1064,10 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
   progress_started = true;
   log_line ("serving on stdin/stdout (pid %d, %" PRIu64 " concurrent calls)", (int)getpid (),
             o->max_concurrent);
-  read_loop (&s, sfd);
+  read_loop (&s, sfd, &why);
   status = 0;
 out:
-  stop (&s);
+  stop (&s, why);
   for (size_t i = 0; i < n_workers; i++)
     pthread_join (workers[i], NULL);
   if (progress_started)

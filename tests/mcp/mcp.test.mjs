@@ -6,7 +6,7 @@
 // Environment: NSBOX_BIN (the nsbox binary), NSBOX_TEST_ROOTFS (the fixture
 // rootfs), NSBOX_MCP_NODE_MODULES (where @modelcontextprotocol/sdk is),
 // NSBOX_TEST_RUNTIME (optional: --runtime for every server).
-import { test, after } from 'node:test';
+import { test, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -466,8 +466,23 @@ test('protocol versions via the SDK: each is echoed, calls work', { timeout: 120
 
 // ---- raw JSON-RPC on the server's stdio ----
 
+// A failed test must not leave its server running (node would wait for
+// it): SIGTERM, so that it removes what it made, then SIGKILL.
+const rawChildren = new Set();
+afterEach(async () => {
+  const running = (child) => child.exitCode === null && child.signalCode === null;
+  for (const child of rawChildren) {
+    if (!running(child)) continue;
+    child.kill('SIGTERM');
+    for (let i = 0; i < 100 && running(child); i++) await sleep(100);
+    if (running(child)) child.kill('SIGKILL');
+  }
+  rawChildren.clear();
+});
+
 function rawServer(extra = ['--pool-size', '0']) {
   const child = spawn(NSBOX, serverArgs(extra), { stdio: ['pipe', 'pipe', 'pipe'] });
+  rawChildren.add(child);
   const lines = [];
   const waiters = [];
   createInterface({ input: child.stdout }).on('line', (line) => {
@@ -554,4 +569,105 @@ test('stdin closing ends the server with status 0 and no process left, also mid-
   assert.deepEqual(await s.exited, { code: 0, signal: null });
   assert.ok(Date.now() - began < 20000, `the server took ${Date.now() - began} ms to exit`);
   await waitFor('every sandbox process to be gone', () => before.every((p) => !alive(p)), 15000);
+});
+
+// A flood of tools/call requests, past the workers and the queue: every
+// request gets exactly one answer, a result or a busy error (-32000) the
+// client can retry on; none is dropped, and the server keeps serving.
+const callMsg = (id, code) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'run_python', arguments: { code } } });
+
+async function answersFor(s, ids, ms = 120000) {
+  const got = new Map();
+  const end = Date.now() + ms;
+  while (got.size < ids.length) {
+    const m = await s.next(Math.max(1000, end - Date.now()));
+    if (m.method) continue; // notifications
+    assert.ok(ids.includes(m.id), `an answer to an unknown id: ${JSON.stringify(m)}`);
+    assert.ok(!got.has(m.id), `id ${m.id} answered twice`);
+    got.set(m.id, m);
+  }
+  return got;
+}
+
+test('a flood of calls: every request answered once, a result or a retryable busy error', { timeout: 240000 }, async () => {
+  const s = rawServer(['--pool-size', '1', '--max-concurrent', '2', '--max-queue', '3']);
+  await s.request(1, 'initialize', initParams(LATEST));
+  s.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  const ids = Array.from({ length: 40 }, (_, i) => 100 + i);
+  s.child.stdin.write(ids.map((id) => JSON.stringify(callMsg(id, `import time; time.sleep(0.2); print(${id})`)) + '\n').join(''));
+  const got = await answersFor(s, ids);
+  let results = 0;
+  let busy = 0;
+  for (const [id, m] of got) {
+    if (m.result) {
+      assert.equal(m.result.isError, false, JSON.stringify(m));
+      assert.equal(m.result.structuredContent.stdout, `${id}\n`);
+      results++;
+    } else {
+      assert.equal(m.error.code, -32000, JSON.stringify(m));
+      assert.match(m.error.message, /busy: .*try again later/);
+      busy++;
+    }
+  }
+  assert.ok(results >= 5 && busy >= 1, `${results} results, ${busy} busy`);
+  assert.deepEqual(await s.request(2, 'ping'), { jsonrpc: '2.0', id: 2, result: {} });
+  s.child.stdin.end();
+  assert.deepEqual(await s.exited, { code: 0, signal: null });
+});
+
+test('stdin closing behind a flood: queued and running calls each get an error, none is dropped', { timeout: 240000 }, async () => {
+  const s = rawServer(['--pool-size', '1', '--max-concurrent', '2', '--max-queue', '4', '--timeout', '60s']);
+  await s.request(1, 'initialize', initParams(LATEST));
+  s.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  const ids = Array.from({ length: 20 }, (_, i) => `call-${i}`);
+  // The calls and the end of input in one go: the first two run, four wait.
+  s.child.stdin.end(ids.map((id) => JSON.stringify(callMsg(id, 'import time; time.sleep(30)')) + '\n').join(''));
+  const got = await answersFor(s, ids, 60000);
+  const kinds = { killed: 0, not_run: 0, busy: 0 };
+  for (const m of got.values()) {
+    assert.equal(m.error?.code, -32000, JSON.stringify(m));
+    if (/the server stopped \(its input closed\) before the call ended/.test(m.error.message)) kinds.killed++;
+    else if (/the server stopped \(its input closed\): the call was not run/.test(m.error.message)) kinds.not_run++;
+    else if (/^busy: /.test(m.error.message)) kinds.busy++;
+    else assert.fail(`unexpected error: ${m.error.message}`);
+  }
+  assert.equal(kinds.killed + kinds.not_run, 6, JSON.stringify(kinds));
+  assert.equal(kinds.busy, 14, JSON.stringify(kinds));
+  assert.deepEqual(await s.exited, { code: 0, signal: null });
+});
+
+test('SIGTERM answers the calls in flight with an error naming it', { timeout: 120000 }, async () => {
+  const s = rawServer(['--pool-size', '0', '--max-concurrent', '1', '--max-queue', '2', '--timeout', '60s']);
+  await s.request(1, 'initialize', initParams(LATEST));
+  s.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  s.send(callMsg('a', 'import time; time.sleep(30)'));
+  s.send(callMsg('b', 'print(1)'));
+  await waitFor('the run to start', () => descendants(s.child.pid).filter(isPython).length >= 1, 30000);
+  s.child.kill('SIGTERM');
+  const got = await answersFor(s, ['a', 'b'], 30000);
+  assert.match(got.get('a').error.message, /the server stopped \(SIGTERM\) before the call ended: its sandbox was killed/);
+  assert.match(got.get('b').error.message, /the server stopped \(SIGTERM\): the call was not run/);
+  assert.deepEqual(await s.exited, { code: 0, signal: null });
+});
+
+test('a request reusing the id of a call in flight is refused; the call is answered once', { timeout: 120000 }, async () => {
+  const s = rawServer(['--pool-size', '1']);
+  await s.request(1, 'initialize', initParams(LATEST));
+  s.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  s.send(callMsg(7, 'import time; time.sleep(2); print("first")'));
+  s.send(callMsg(7, 'print("second")'));
+  s.send({ jsonrpc: '2.0', id: 7, method: 'ping' });
+  let m = await s.next();
+  assert.equal(m.id, 7);
+  assert.equal(m.error?.code, -32600, JSON.stringify(m));
+  assert.match(m.error.message, /id 7 is the id of a call still in flight/);
+  m = await s.next();
+  assert.equal(m.error?.code, -32600, JSON.stringify(m));
+  m = await s.next();
+  assert.equal(m.id, 7);
+  assert.equal(m.result.structuredContent.stdout, 'first\n', JSON.stringify(m));
+  // Once answered, the id is free again (the client's to reuse or not).
+  assert.deepEqual(await s.request(7, 'ping'), { jsonrpc: '2.0', id: 7, result: {} });
+  s.child.stdin.end();
+  assert.deepEqual(await s.exited, { code: 0, signal: null });
 });
