@@ -336,37 +336,27 @@ user_label="unprivileged test user"
 # another.
 #   1. under runsc as the invoking user: integration, hostile. As root its
 #      runs are held to the default cpus (0.5) by a cgroup: about one CPU.
-#   2. native: unit; integration, hostile and mcp as the invoking user and
-#      as the test user; image. Then under runsc as the test user
-#      (integration, hostile): without a cgroup those runs take all the CPU
-#      they can, so they come last, when lane 1 has usually ended; beside
-#      another runsc pass, gVisor's start-up alone made runs miss the
-#      default 5 s timeout.
+#      Then native: hostile as the test user, unit, mcp as both users,
+#      image (the short passes, so that the lanes end together).
+#   2. native: integration and hostile as the invoking user, integration
+#      as the test user. Then under runsc as the test user (integration,
+#      hostile): without a cgroup those runs take all the CPU they can, so
+#      they come last, when lane 1 is on its native passes; beside another
+#      runsc pass, gVisor's start-up alone made runs miss the default 5 s
+#      timeout.
 lane_runsc_self() {
 	if [ -n "$runsc_why" ]; then
 		skip_pass 03 "integration under runsc as $me" "$runsc_why"
 		[ ! -x "$hostile" ] || skip_pass 07 "hostile under runsc as $me" "$runsc_why"
-		return 0
-	fi
-	run_pass 03 "integration under runsc as $me" -u NSBOX_TEST_USER \
-		NSBOX_TEST_RUNTIME=runsc -- "$integration"
-	if [ -x "$hostile" ]; then
-		run_pass 07 "hostile under runsc as $me" -u NSBOX_TEST_USER \
-			NSBOX_TEST_RUNTIME=runsc -- "$hostile"
-	fi
-}
-
-lane_native_then_runsc_user() {
-	run_pass 01 "unit" -- "$unit"
-	run_pass 02 "integration as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$integration"
-	if [ -n "$user_why" ]; then
-		skip_pass 04 "integration as $user_label" "$user_why"
 	else
-		run_pass 04 "integration as $user_label" -u NSBOX_TEST_RUNTIME \
-			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
+		run_pass 03 "integration under runsc as $me" -u NSBOX_TEST_USER \
+			NSBOX_TEST_RUNTIME=runsc -- "$integration"
+		if [ -x "$hostile" ]; then
+			run_pass 07 "hostile under runsc as $me" -u NSBOX_TEST_USER \
+				NSBOX_TEST_RUNTIME=runsc -- "$hostile"
+		fi
 	fi
 	if [ -x "$hostile" ]; then
-		run_pass 06 "hostile as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$hostile"
 		if [ -n "$user_why" ]; then
 			skip_pass 08 "hostile as $user_label" "$user_why"
 		else
@@ -374,6 +364,7 @@ lane_native_then_runsc_user() {
 				NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$hostile"
 		fi
 	fi
+	run_pass 01 "unit" -- "$unit"
 	local mcp_label="mcp (node, MCP SDK client)"
 	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 		skip_pass 10 "$mcp_label" "node or npm not installed (tests/fixtures/deps.sh)"
@@ -402,7 +393,19 @@ lane_native_then_runsc_user() {
 			run_pass 12 "image" NSBOX_IMAGE_BIN="$build/nsbox-image" -- "$image_tests"
 		fi
 	fi
+}
 
+lane_native_then_runsc_user() {
+	run_pass 02 "integration as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$integration"
+	if [ -n "$user_why" ]; then
+		skip_pass 04 "integration as $user_label" "$user_why"
+	else
+		run_pass 04 "integration as $user_label" -u NSBOX_TEST_RUNTIME \
+			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
+	fi
+	if [ -x "$hostile" ]; then
+		run_pass 06 "hostile as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$hostile"
+	fi
 	local why="${user_why:-$runsc_why}"
 	if [ -n "$why" ]; then
 		skip_pass 05 "integration under runsc as $user_label" "$why"
