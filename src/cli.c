@@ -775,7 +775,6 @@ serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
                         &o->max_connections_per_peer)
                  != 0))
     return EXIT_NSBOX_FAILED;
-  o->per_peer_given = extra (cli, OPT_MAX_PER_PEER) != NULL;
   const struct
   {
     int opt;

@@ -320,13 +320,13 @@ open_listener (const struct nsbox_serve_options *o, struct listener *l, char **t
 /* ---- the server ---- */
 
 /* Every connection holds two fds (libmicrohttpd's and serve_conn.c's), and
- * refused ones (as many as max_connections at once) one; the soft NOFILE
- * limit is raised for them (up to the hard one: the sandboxes set their
- * own). */
+ * refused ones (as many as max_connections at once) one; with 512 for the
+ * rest of the server (pools, runs' pipes, libraries), the soft NOFILE limit
+ * is raised for them (up to the hard one: the sandboxes set their own). */
 static int
 raise_nofile (uint64_t max_connections)
 {
-  uint64_t need = 3 * max_connections + 256 + 256;
+  uint64_t need = 3 * max_connections + 512;
   struct rlimit rl;
   if (getrlimit (RLIMIT_NOFILE, &rl) < 0)
     return fail ("getrlimit NOFILE: %s", strerror (errno));
@@ -406,7 +406,7 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
   struct nsbox_conns_options co = {
     .max_connections = o->max_connections,
     .max_per_peer
-    = o->per_peer_given ? o->max_connections_per_peer : (l.tcp ? PER_ADDRESS_LIMIT : 0),
+    = o->max_connections_per_peer ? o->max_connections_per_peer : (l.tcp ? PER_ADDRESS_LIMIT : 0),
     .header_timeout_ms = o->header_timeout_ms,
     .body_timeout_ms = o->body_timeout_ms,
     .idle_timeout_ms = o->idle_timeout_ms,
@@ -452,8 +452,8 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
   fprintf (stderr, "nsbox serve: %s: draining\n", strsignal (sig));
   /* No new connection; new requests on open ones get 503; wait for the
    * runs in flight and the queue, then (bounded) for their answers to be
-   * read. The listening socket is ours again after a quiesce, else
-   * libmicrohttpd closes it when it stops. */
+   * read. The listening socket is ours (serve_conn.c accepts), closed
+   * once its thread no longer listens on it. */
   nsbox_conns_quiesce (s.conns);
   close (TAKE_FD (l.fd));
   pthread_mutex_lock (&s.lock);

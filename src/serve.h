@@ -48,7 +48,6 @@ struct nsbox_serve_options
   uint64_t max_request_bytes;
   uint64_t max_connections;
   uint64_t max_connections_per_peer; /* 0: the listener's default */
-  bool per_peer_given;               /* --max-connections-per-peer was given */
   uint64_t header_timeout_ms, body_timeout_ms, idle_timeout_ms;
   nsbox_pool_options *pool_options;
 };

@@ -673,22 +673,33 @@ enum route
   ROUTE_METRICS,
 };
 
-struct header_counts
+/* One walk over a request's headers and query: what its framing and its
+ * size need. */
+struct header_scan
 {
   unsigned content_length, transfer_encoding;
+  size_t bytes; /* the request line's and headers' size, as sent (near enough) */
 };
 
 static enum MHD_Result
-count_framing (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+scan_header (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
-  (void)kind;
-  (void)value;
-  struct header_counts *n = cls;
-  if (key && strcasecmp (key, "Content-Length") == 0)
+  struct header_scan *n = cls;
+  /* "key: value\r\n", or "key=value&" of the query */
+  n->bytes += (key ? strlen (key) : 0) + (value ? strlen (value) : 0) + 4;
+  if (kind == MHD_HEADER_KIND && key && strcasecmp (key, "Content-Length") == 0)
     n->content_length++;
-  if (key && strcasecmp (key, "Transfer-Encoding") == 0)
+  if (kind == MHD_HEADER_KIND && key && strcasecmp (key, "Transfer-Encoding") == 0)
     n->transfer_encoding++;
   return MHD_YES;
+}
+
+static struct header_scan
+scan_headers (struct MHD_Connection *c, const char *url, const char *method)
+{
+  struct header_scan n = { 0, 0, strlen (method) + strlen (url) + sizeof " HTTP/1.1\r\n" };
+  nsbox_mhd.get_connection_values (c, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND, scan_header, &n);
+  return n;
 }
 
 /* How the body is framed, as RFC 9112 lets a server take it: one
@@ -696,41 +707,18 @@ count_framing (void *cls, enum MHD_ValueKind kind, const char *key, const char *
  * request a proxy in front may read otherwise is not served). 0, or 400
  * with why. */
 static unsigned
-check_framing (struct MHD_Connection *c, char *why, size_t size)
+check_framing (const struct header_scan *n, const char *te, char *why, size_t size)
 {
-  struct header_counts n = { 0, 0 };
-  nsbox_mhd.get_connection_values (c, MHD_HEADER_KIND, count_framing, &n);
-  const char *te = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Transfer-Encoding");
-  if (n.content_length && n.transfer_encoding)
+  if (n->content_length && n->transfer_encoding)
     snprintf (why, size, "a request may not have both Content-Length and Transfer-Encoding");
-  else if (n.content_length > 1 || n.transfer_encoding > 1)
+  else if (n->content_length > 1 || n->transfer_encoding > 1)
     snprintf (why, size, "a request may have only one %s header",
-              n.content_length > 1 ? "Content-Length" : "Transfer-Encoding");
+              n->content_length > 1 ? "Content-Length" : "Transfer-Encoding");
   else if (te && strcasecmp (te, "chunked") != 0)
     snprintf (why, size, "Transfer-Encoding '%.64s' is not supported (only chunked)", te);
   else
     return 0;
   return 400;
-}
-
-static enum MHD_Result
-sum_header_bytes (void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-  (void)kind;
-  size_t *n = cls;
-  /* "key: value\r\n", or "key=value&" of the query */
-  *n += (key ? strlen (key) : 0) + (value ? strlen (value) : 0) + 4;
-  return MHD_YES;
-}
-
-/* The request line's and headers' size, as sent (near enough). */
-static size_t
-header_bytes (struct MHD_Connection *c, const char *url, const char *method)
-{
-  size_t n = strlen (method) + strlen (url) + sizeof " HTTP/1.1\r\n";
-  nsbox_mhd.get_connection_values (c, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND, sum_header_bytes,
-                                   &n);
-  return n;
 }
 
 /* The endpoint: 0 and *route, or 404/405 with why (and *allow). */
@@ -773,7 +761,8 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
   /* Counted as bad requests by serve_conn.c. */
   if (nsbox_conns_answered (s->conns, c))
     return MHD_NO;
-  if (header_bytes (c, url, method) > NSBOX_SERVE_HEADER_BYTES)
+  struct header_scan scan = scan_headers (c, url, method);
+  if (scan.bytes > NSBOX_SERVE_HEADER_BYTES)
     {
       /* Written on the socket: libmicrohttpd may have no room for it. */
       char why[96];
@@ -789,7 +778,7 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
   char *why = req->refusal_message;
   size_t size = sizeof req->refusal_message;
   enum route route = ROUTE_HEALTH;
-  unsigned status = check_framing (c, why, size);
+  unsigned status = check_framing (&scan, te, why, size);
   /* Framing that cannot be trusted: the body's end is unknown. */
   bool at_once = status != 0;
   if (!status && !authorized (s, c))
