@@ -45,6 +45,8 @@
 /* How long the end of a run waits for connection threads (one may be in
  * getaddrinfo, which cannot be interrupted). */
 #define STOP_WAIT_MS 2000
+/* How long the FINs of a program that ended by itself may take to come. */
+#define FIN_WAIT_MS 500
 
 struct pin
 {
@@ -1375,8 +1377,30 @@ nsbox_egress_start (struct nsbox_egress *e, int listen_fd, struct nsbox_error **
   return 0;
 }
 
+/* Whether the program has shut its side of c's client socket (its FIN,
+ * or its reset, has come), waiting for it until until_ms at most. Under
+ * the proxy's lock, held throughout: no relay can end and free its
+ * connection meanwhile, and what a relay has read of the FIN stays seen
+ * (RDHUP is the socket's state, not an event). */
+static bool
+shut_by_program (const struct conn *c, uint64_t until_ms)
+{
+  if (c->client < 0)
+    return false;
+  for (;;)
+    {
+      uint64_t now = nsbox_now_ms ();
+      struct pollfd p = { c->client, POLLRDHUP, 0 };
+      int n = poll (&p, 1, now < until_ms ? (int)(until_ms - now) : 0);
+      if (n == 1)
+        return (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+      if (n == 0 || errno != EINTR)
+        return false;
+    }
+}
+
 json_t *
-nsbox_egress_stop (struct nsbox_egress *e)
+nsbox_egress_stop (struct nsbox_egress *e, bool ended)
 {
   if (!e)
     return NULL;
@@ -1400,14 +1424,16 @@ nsbox_egress_stop (struct nsbox_egress *e)
   clock_gettime (CLOCK_REALTIME, &deadline);
   deadline.tv_sec += STOP_WAIT_MS / 1000;
   pthread_mutex_lock (&e->lock);
+  /* Before our own shutdown, which would look the same: a program that
+   * closed its end just before it ended closed the connection, even if its
+   * relay had not seen it yet. A program that ended by itself has closed
+   * every socket, but on a loaded machine the FIN crosses the sandbox's
+   * loopback later (its softirq deferred): it gets FIN_WAIT_MS in all. */
+  uint64_t until = ended ? nsbox_now_ms () + FIN_WAIT_MS : 0;
+  for (struct conn *c = e->conns; c; c = c->next)
+    c->closed_by_program = shut_by_program (c, until);
   for (struct conn *c = e->conns; c; c = c->next)
     {
-      /* Before our own shutdown, which would look the same: a program
-       * that closed its end just before it exited closed the connection,
-       * even if its relay had not seen it yet. */
-      struct pollfd p = { c->client, POLLRDHUP, 0 };
-      c->closed_by_program
-          = c->client >= 0 && poll (&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
       shutdown (c->client, SHUT_RDWR);
       if (c->upstream >= 0)
         shutdown (c->upstream, SHUT_RDWR);

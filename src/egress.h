@@ -159,7 +159,10 @@ int nsbox_egress_start (struct nsbox_egress *egress, int listen_fd,
 
 /* Frees the proxy (started or not): stops accepting, cuts every connection, waits a moment for
  * their threads and returns the run's egress report (a new JSON object: counts, the limit reached,
- * one record per connection), or NULL when out of memory or for a NULL `egress`. */
-struct json_t *nsbox_egress_stop (struct nsbox_egress *egress) NSBOX_INTERNAL;
+ * one record per connection), or NULL when out of memory or for a NULL `egress`. `ended`: the
+ * program ended by itself (not killed by a limit), so every socket it had is closed and each
+ * connection's FIN is on its way: a connection is recorded as closed once that FIN is in (waited
+ * for a moment), not as cut by the run's end. */
+struct json_t *nsbox_egress_stop (struct nsbox_egress *egress, bool ended) NSBOX_INTERNAL;
 
 #endif

@@ -192,7 +192,7 @@ launch_release (struct nsbox_launch *r)
   nsbox_inputs_close (&r->plan.inputs);
   if (r->sync_fd >= 0)
     close (r->sync_fd);
-  json_decref (nsbox_egress_stop (r->proxy));
+  json_decref (nsbox_egress_stop (r->proxy, false));
   free (r);
 }
 
@@ -659,7 +659,8 @@ nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
         }
       ret = nsbox_supervise (&r->child, &r->streams, &r->limits, d, res, err);
       if (r->proxy)
-        res->egress = nsbox_egress_stop (TAKE_PTR (r->proxy));
+        res->egress = nsbox_egress_stop (TAKE_PTR (r->proxy),
+                                         ret >= 0 && !res->timed_out && !res->oom_killed);
       nsbox_limits_collect (&r->limits, res);
       if (ret >= 0 && d->output_dir_fd >= 0)
         ret = collect_outputs (r, d, res, err);
