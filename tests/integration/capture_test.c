@@ -166,7 +166,9 @@ Test (capture, format_text_renders_a_normal_run, .timeout = 30)
 Test (capture, format_text_names_the_timeout_in_force, .timeout = 60)
 {
   char timeout[32], expected[256];
-  harness_scaled_duration (1, timeout, sizeof timeout);
+  /* Long enough for python to start and print under runsc and the other
+   * lane's load (1 s scaled by the pass's first measure was not). */
+  harness_scaled_duration (3, timeout, sizeof timeout);
   const char *const args[] = { "--format", "text", "--timeout", timeout, NULL };
   const char *code = "print('started', flush=True)\nwhile True: pass\n";
   struct run_out out;
@@ -207,7 +209,9 @@ Test (capture, format_text_says_how_many_bytes_were_omitted, .timeout = 30)
 Test (capture, format_text_through_the_server_is_the_local_text, .timeout = 300)
 {
   char timeout[32];
-  harness_scaled_duration (1, timeout, sizeof timeout);
+  /* The normal runs must end well within it under runsc and the other
+   * lane's load (1 s scaled was not enough). */
+  harness_scaled_duration (3, timeout, sizeof timeout);
   const char *const serve_args[] = { "--timeout", timeout, "--pool-size", "1", NULL };
   struct serve_job s;
   serve_start (serve_args, &s);

@@ -126,11 +126,16 @@ burst (bool tcp, size_t body_size)
 {
   /* A run's own time is not what this test measures: under runsc and the
    * other lane's load, a run of 1 MiB of code has taken over 5 s. */
-  char timeout[32];
+  char timeout[32], header_timeout[32];
   harness_scaled_duration (30, timeout, sizeof timeout);
-  const char *const args[]
-      = { "--pool-size",         "2",  "--max-concurrent", "2",     "--max-queue", "8",
-          "--max-request-bytes", "2m", "--timeout",        timeout, NULL };
+  /* Nor are the slow-client bounds: in a sanitizer build beside the other
+   * lane, 200 connection threads starting took a client's first read past
+   * the 10 s default from its accept (cut unanswered, as a slow one is). */
+  harness_scaled_duration (60, header_timeout, sizeof header_timeout);
+  const char *const args[] = { "--pool-size", "2",     "--max-concurrent",    "2",
+                               "--max-queue", "8",     "--max-request-bytes", "2m",
+                               "--timeout",   timeout, "--header-timeout",    header_timeout,
+                               NULL };
   struct serve_job s;
   if (tcp)
     serve_start_tcp (args, token, &s);
@@ -396,7 +401,7 @@ wait_ready (const struct raw_peer *peer, const char *auth, int n)
 /* Pairs of runs from a normal client, one on an idle server and one beside
  * 500 slowloris connections open and trickling (in turn first and second:
  * this machine's load drifts, and runs of other tests share it). The
- * medians of each side must stay within 2x. */
+ * medians of each side must stay within 2x (and a little, see below). */
 static void
 beside_slowloris (bool tcp)
 {
@@ -488,9 +493,15 @@ beside_slowloris (bool tcp)
   cr_log_info ("%s: a normal client's p50 %.1f ms idle, %.1f ms beside %d slowloris (%.2fx)",
                tcp ? "tcp" : "unix", p50_idle * 1000, p50_loaded * 1000, SLOW,
                p50_loaded / p50_idle);
-  cr_assert (p50_loaded <= 2 * p50_idle,
-             "beside %d slowloris a normal client's p50 is %.1f ms, idle %.1f ms (more than 2x)",
-             SLOW, p50_loaded * 1000, p50_idle * 1000);
+  /* 2x, and 20 ms scaled: in a sanitizer build as the test user the idle
+   * run took 15.9 ms and the loaded 34.5 ms. A server that the slow ones
+   * held up would make the normal client wait for their header-timeout
+   * (10 minutes here). */
+  double bound = 2 * p50_idle + harness_scaled (0.020);
+  cr_assert (p50_loaded <= bound,
+             "beside %d slowloris a normal client's p50 is %.1f ms, idle %.1f ms "
+             "(more than 2x + %.0f ms)",
+             SLOW, p50_loaded * 1000, p50_idle * 1000, harness_scaled (0.020) * 1000);
   free (sl);
   free (head);
   stop (&s);

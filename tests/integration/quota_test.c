@@ -398,32 +398,42 @@ Test (quota, a_refused_run_starts_no_sandbox, .timeout = 120)
 
 /* Without a cgroup, CPU burned by processes the program leaves behind
  * (they die with the namespace, their time in nobody's rusage) still
- * counts: read from /proc while the run lasts. Two detached busy loops for
- * as long as the program sleeps spend the whole quota. */
+ * counts: read from /proc while the run lasts. Two detached busy loops
+ * spend half of t between them before the program ends (it waits for
+ * that, reading their own counters: under load they get the CPU late). */
 Test (quota, cpu_of_processes_left_behind_counts, .timeout = 120)
 {
   char *store = user_dir ();
   double t = harness_scaled (2);
-  char timeout[32], quota[32], code[512];
+  char timeout[32], quota[32], code[1024];
   snprintf (timeout, sizeof timeout, "%.0fms", t * 1000 * 2);
-  /* One run may use 2t x 0.5 CPU = t; the quota is 1.25 t: a second run
-   * is admitted only if the first was charged less than a quarter of t.
-   * Under a cgroup the first uses about t/2 (cpus 0.5), without one about
-   * 2t (two busy loops for t). */
-  snprintf (quota, sizeof quota, "%.0fms", t * 1000 * 1.25);
+  /* One run may use 2t x 1 CPU = 2t; the quota is 2.25 t: a second run
+   * is admitted only if the first was charged less than a quarter of t,
+   * and the loops spend half of it. */
+  snprintf (quota, sizeof quota, "%.0fms", t * 1000 * 2.25);
   snprintf (code, sizeof code,
-            "import subprocess, sys, time\n"
-            "for i in range(2):\n"
-            "    subprocess.Popen([sys.executable, '-c', 'while True: pass'], "
-            "start_new_session=True)\n"
-            "time.sleep(%.3f)\nprint('left them')\n",
-            t);
+            "import os, subprocess, sys, time\n"
+            "kids = [subprocess.Popen([sys.executable, '-c', 'while True: pass'], "
+            "start_new_session=True) for i in range(2)]\n"
+            "def spent():\n"
+            "    s = 0\n"
+            "    for k in kids:\n"
+            "        f = open('/proc/%%d/stat' %% k.pid).read().rsplit(')', 1)[1].split()\n"
+            "        s += int(f[11]) + int(f[12])\n"
+            "    return s / os.sysconf('SC_CLK_TCK')\n"
+            "end = time.monotonic() + %.3f\n"
+            "while spent() < %.3f and time.monotonic() < end:\n"
+            "    time.sleep(0.02)\n"
+            "print('left them' if spent() >= %.3f else 'starved: %%.2f s' %% spent())\n",
+            t * 1.8, t / 2, t / 2);
   const char *const args[]
       = { "--store", store, "--session",        "left-behind", "--timeout", timeout,
-          "--cpus",  "0.5", "--quota-cpu-time", quota,         NULL };
+          "--cpus",  "1",   "--quota-cpu-time", quota,         NULL };
   struct run_out out;
   run_cli (code, strlen (code), args, &out);
-  RUN_ASSERT (&out, ran (&out, "left them"), "the first run must be admitted and finish");
+  RUN_ASSERT (&out, ran (&out, "left them"),
+              "the first run must be admitted, and its loops spend t/2 (%.2f s) before it ends",
+              t / 2);
   run_out_free (&out);
   run_cli ("print('next')\n", 14, args, &out);
   RUN_ASSERT (&out, refused_by (&out, "cpu-time", "next"),
