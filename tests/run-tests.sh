@@ -336,10 +336,10 @@ user_label="unprivileged test user"
 # another.
 #   1. under runsc as the invoking user: integration, hostile. As root its
 #      runs are held to the default cpus (0.5) by a cgroup: about one CPU.
-#      Then native: hostile as the test user, unit, mcp as both users,
+#      Then native: hostile as both users, unit, mcp as both users,
 #      image (the short passes, so that the lanes end together).
-#   2. native: integration and hostile as the invoking user, integration
-#      as the test user. Then under runsc as the test user (integration,
+#   2. native: integration as the invoking user and as the test user.
+#      Then under runsc as the test user (integration,
 #      hostile): without a cgroup those runs take all the CPU they can, so
 #      they come last, when lane 1 is on its native passes; beside another
 #      runsc pass, gVisor's start-up alone made runs miss the default 5 s
@@ -357,6 +357,7 @@ lane_runsc_self() {
 		fi
 	fi
 	if [ -x "$hostile" ]; then
+		run_pass 06 "hostile as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$hostile"
 		if [ -n "$user_why" ]; then
 			skip_pass 08 "hostile as $user_label" "$user_why"
 		else
@@ -402,9 +403,6 @@ lane_native_then_runsc_user() {
 	else
 		run_pass 04 "integration as $user_label" -u NSBOX_TEST_RUNTIME \
 			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
-	fi
-	if [ -x "$hostile" ]; then
-		run_pass 06 "hostile as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$hostile"
 	fi
 	local why="${user_why:-$runsc_why}"
 	if [ -n "$why" ]; then
