@@ -540,6 +540,9 @@ static double
 scale_of (double median)
 {
   double reference = harness_is_runsc () ? HARNESS_REFERENCE_RUNSC_S : HARNESS_REFERENCE_NATIVE_S;
+#ifdef __SANITIZE_ADDRESS__
+  reference += HARNESS_SANITIZER_EXTRA_S;
+#endif
   const char *own = getenv ("NSBOX_TEST_REFERENCE_MS");
   if (own && *own)
     {
