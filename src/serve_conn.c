@@ -98,7 +98,8 @@ struct nsbox_conns
   struct nsbox_conns_stats stats;
   struct MHD_Daemon *daemon;
   int listen_fd, epoll_fd, wake_fd;
-  bool listening; /* listen_fd is in the epoll set */
+  bool listening;      /* listen_fd is in the epoll set */
+  int64_t relisten_ms; /* after a failed accept: not listening again before */
   bool quiesce, stopping;
   pthread_t thread;
   bool thread_started;
@@ -471,12 +472,14 @@ accept_all (struct nsbox_conns *cs)
         {
           if (errno == EINTR || errno == ECONNABORTED)
             continue;
-          /* Out of fds or memory: they wait in the backlog; the next tick
-           * tries again. */
+          /* Out of fds or memory: they wait in the backlog; a tick later
+           * accepting tries again (at once, the pending connection would
+           * wake the thread for ever). */
           if (errno != EAGAIN && errno != EWOULDBLOCK)
             {
               pthread_mutex_lock (&cs->lock);
               set_listening (cs, false);
+              cs->relisten_ms = now_ms () + TICK_MS;
               pthread_mutex_unlock (&cs->lock);
             }
           return;
@@ -554,7 +557,8 @@ sweep (struct nsbox_conns *cs)
           break;
         }
     }
-  if (!cs->listening && !cs->quiesce && !cs->stopping && cs->refusing < cs->o.max_connections)
+  if (!cs->listening && !cs->quiesce && !cs->stopping && cs->refusing < cs->o.max_connections
+      && now >= cs->relisten_ms)
     set_listening (cs, true);
   pthread_mutex_unlock (&cs->lock);
 }
@@ -575,6 +579,8 @@ front (void *arg)
       if (cs->quiesce)
         pthread_cond_broadcast (&cs->changed);
       bool stopping = cs->stopping, any = cs->head != NULL;
+      /* Not listening after a failed accept: the tick listens again. */
+      bool deaf = !cs->listening && !cs->quiesce;
       pthread_mutex_unlock (&cs->lock);
       if (stopping)
         {
@@ -585,7 +591,7 @@ front (void *arg)
             break;
         }
       struct epoll_event ev[64];
-      int n = epoll_wait (cs->epoll_fd, ev, 64, any || stopping ? TICK_MS : -1);
+      int n = epoll_wait (cs->epoll_fd, ev, 64, any || stopping || deaf ? TICK_MS : -1);
       for (int i = 0; i < n; i++)
         {
           if (ev[i].data.ptr == &cs->listen_fd)
