@@ -6,11 +6,15 @@
  * forgive nothing; the server's memory and sockets are read from /proc,
  * never from its own report. The server runs as the pass's user (root or
  * the unprivileged test user) and runtime. */
+#include <dirent.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -880,5 +884,134 @@ Test (overload, hostile_requests_each_get_a_whole_clear_4xx, .timeout = 180)
   cr_assert (says_one (&a), "after the hostile requests: %s", describe (&a, why, sizeof why));
   raw_answer_free (&a);
   free (ok_head);
+  stop (&s);
+}
+
+/* ---- out of file descriptors ---- */
+
+/* The CPU ticks (user + system) the process has used. */
+static long long
+cpu_ticks (pid_t pid)
+{
+  char path[64], buf[1024];
+  snprintf (path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen (path, "re");
+  cr_assert_not_null (f, "%s: %s", path, strerror (errno));
+  size_t n = fread (buf, 1, sizeof buf - 1, f);
+  fclose (f);
+  buf[n] = '\0';
+  const char *p = strrchr (buf, ')');
+  cr_assert_not_null (p);
+  long long utime = 0, stime = 0;
+  /* After ") ": state, then fields 4 to 13, then utime and stime. */
+  cr_assert (sscanf (p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime, &stime)
+             == 2);
+  return utime + stime;
+}
+
+/* prlimit on pid's RLIMIT_NOFILE as its owner (the test user's server is
+ * not root's to change: its uids must match the caller's); 0 or an errno. */
+static int
+nofile_of (pid_t pid, const struct rlimit *set, struct rlimit *get)
+{
+  const char *user = harness_test_user ();
+  if (!user)
+    return prlimit (pid, RLIMIT_NOFILE, set, get) == 0 ? 0 : errno;
+  struct passwd *pw = getpwnam (user);
+  cr_assert_not_null (pw, "no user %s", user);
+  int p[2];
+  cr_assert (pipe (p) == 0);
+  pid_t child = fork ();
+  cr_assert (child >= 0);
+  if (child == 0)
+    {
+      struct
+      {
+        int err;
+        struct rlimit got;
+      } r = { 0, { 0, 0 } };
+      if (setgroups (0, NULL) != 0 || setresgid (pw->pw_gid, pw->pw_gid, pw->pw_gid) != 0
+          || setresuid (pw->pw_uid, pw->pw_uid, pw->pw_uid) != 0
+          || prlimit (pid, RLIMIT_NOFILE, set, &r.got) != 0)
+        r.err = errno ? errno : EPERM;
+      (void)!write (p[1], &r, sizeof r);
+      _exit (0);
+    }
+  close (p[1]);
+  struct
+  {
+    int err;
+    struct rlimit got;
+  } r = { EIO, { 0, 0 } };
+  (void)!read (p[0], &r, sizeof r);
+  close (p[0]);
+  waitpid (child, NULL, 0);
+  if (get)
+    *get = r.got;
+  return r.err;
+}
+
+/* Out of fds, the server cannot accept a waiting connection: it neither
+ * spins on the listener meanwhile (a client in the backlog made every
+ * wait return at once) nor stays deaf once fds are free again. */
+Test (overload, out_of_fds_the_server_waits_without_spinning_and_then_answers, .timeout = 120)
+{
+  const char *const args[] = { "--pool-size", "0", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  settled_sockets (s.job.pid);
+  /* No fd number free below the limit: the highest in use, plus one. */
+  char dir[64];
+  snprintf (dir, sizeof dir, "/proc/%d/fd", (int)s.job.pid);
+  DIR *d = opendir (dir);
+  cr_assert_not_null (d, "%s: %s", dir, strerror (errno));
+  long top = 0;
+  for (struct dirent *e; (e = readdir (d));)
+    if (atol (e->d_name) > top)
+      top = atol (e->d_name);
+  closedir (d);
+  struct rlimit old;
+  int err = nofile_of (s.job.pid, NULL, &old);
+  cr_assert (err == 0, "prlimit: %s", strerror (err));
+  struct rlimit low = { (rlim_t)top + 1, old.rlim_max };
+  /* Lower slots left by closed fds let a few in first: connect until one
+   * waits unaccepted. */
+  err = nofile_of (s.job.pid, &low, NULL);
+  cr_assert (err == 0, "prlimit: %s", strerror (err));
+  struct raw_peer peer = peer_of (&s, NULL);
+  char *head = raw_request_head ("GET", "/v1/health", 0, NULL);
+  int fds[64], n = 0, waiting = -1;
+  for (; n < 64 && waiting < 0; n++)
+    {
+      fds[n] = raw_connect (&peer);
+      struct raw_answer a;
+      raw_exchange_on (fds[n], head, NULL, 0, false, harness_scaled (1), &a);
+      if (a.status == -1 && !a.closed)
+        waiting = fds[n];
+      raw_answer_free (&a);
+    }
+  cr_assert (waiting >= 0, "every one of %d connections was answered under the fd limit", n);
+  long long before = cpu_ticks (s.job.pid);
+  sleep_seconds (1.0);
+  long long spent = cpu_ticks (s.job.pid) - before;
+  long hz = sysconf (_SC_CLK_TCK);
+  cr_log_info ("out of fds with a client waiting: %lld ticks of CPU in 1 s (%ld a second)", spent,
+               hz);
+  cr_assert (spent < hz / 10, "the server used %lld of %ld CPU ticks in 1 s waiting for fds", spent,
+             hz);
+  /* The fds back: the waiting client is answered. */
+  err = nofile_of (s.job.pid, &old, NULL);
+  cr_assert (err == 0, "prlimit: %s", strerror (err));
+  struct raw_answer a;
+  raw_exchange_on (waiting, NULL, NULL, 0, false, harness_scaled (10), &a);
+  char why[512];
+  /* Taken, or refused readably by the tick that listened again while the
+   * limit still held. */
+  cr_assert (a.complete && (a.status == 200 || (a.status == 503 && a.retry_after)),
+             "the waiting client, once fds were free: %s", describe (&a, why, sizeof why));
+  raw_answer_free (&a);
+  for (int i = 0; i < n; i++)
+    close (fds[i]);
+  free (head);
   stop (&s);
 }
