@@ -1420,9 +1420,6 @@ nsbox_egress_stop (struct nsbox_egress *e, bool ended)
   if (e->listen_fd >= 0)
     close (TAKE_FD (e->listen_fd));
   pthread_mutex_unlock (&e->lock);
-  struct timespec deadline;
-  clock_gettime (CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += STOP_WAIT_MS / 1000;
   pthread_mutex_lock (&e->lock);
   /* Before our own shutdown, which would look the same: a program that
    * closed its end just before it ended closed the connection, even if its
@@ -1438,6 +1435,10 @@ nsbox_egress_stop (struct nsbox_egress *e, bool ended)
       if (c->upstream >= 0)
         shutdown (c->upstream, SHUT_RDWR);
     }
+  /* The threads' time counts from the shutdown, after the FINs' wait. */
+  struct timespec deadline;
+  clock_gettime (CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += STOP_WAIT_MS / 1000;
   while (e->active > 0)
     if (pthread_cond_timedwait (&e->changed, &e->lock, &deadline) == ETIMEDOUT)
       break;
