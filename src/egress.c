@@ -78,6 +78,10 @@ struct nsbox_egress
   unsigned grown;    /* relay pipes grown to FLOW_PIPE_MAX */
   const char *limit; /* the first limit a connection ran into, or NULL */
   json_t *log;
+  /* each record's connection, by the order they were accepted: the log
+   * keeps that order though threads end in any (a client moves on to its
+   * next request once answered, before the last one is recorded) */
+  uint64_t log_seq[RECORDS_MAX];
   struct conn *conns;                           /* the live ones, for the cut at the end */
   struct nsbox_egress *prev_proxy, *next_proxy; /* every proxy of the process, for fork */
 };
@@ -92,6 +96,7 @@ struct conn
    * the run ended, so the connection was closed, not cut by the end. */
   bool closed_by_program;
   uint64_t started_ms;
+  uint64_t seq; /* its place among the run's connections, from 0 */
   /* the record */
   char method[16];
   char host[NSBOX_EGRESS_HOST_MAX + 1];
@@ -243,8 +248,15 @@ record (struct conn *c)
       "decision", c->allowed ? "allowed" : "refused", "reason", c->allowed ? c->end : c->reason,
       "bytes_sent", (json_int_t)c->sent, "bytes_received", (json_int_t)c->received, "duration_ms",
       (json_int_t)duration);
-  if (o)
-    json_array_append_new (e->log, o);
+  size_t at = json_array_size (e->log);
+  while (at > 0 && e->log_seq[at - 1] > c->seq)
+    at--;
+  if (o && json_array_insert_new (e->log, at, o) == 0)
+    {
+      memmove (e->log_seq + at + 1, e->log_seq + at,
+               (json_array_size (e->log) - 1 - at) * sizeof e->log_seq[0]);
+      e->log_seq[at] = c->seq;
+    }
   pthread_mutex_unlock (&e->lock);
 }
 
@@ -1167,9 +1179,10 @@ start_thread (pthread_t *thread, void *(*fn) (void *), void *arg, bool detached)
 
 /* A connection over a limit is answered at once and never read. */
 static void
-refuse_at_accept (struct nsbox_egress *e, int fd, const char *limit, uint64_t value)
+refuse_at_accept (struct nsbox_egress *e, int fd, uint64_t seq, const char *limit, uint64_t value)
 {
-  struct conn c = { .e = e, .client = fd, .upstream = -1, .started_ms = nsbox_now_ms () };
+  struct conn c
+      = { .e = e, .client = fd, .upstream = -1, .started_ms = nsbox_now_ms (), .seq = seq };
   /* Its request, when it comes at once, is read first (see drain). */
   drain (fd, 0);
   refuse (&c, "%s reached (%s %" PRIu64 ")",
@@ -1221,12 +1234,12 @@ accept_main (void *arg)
         }
       if (limit && *limit)
         hit_limit (e, limit);
-      e->connections++;
+      uint64_t seq = e->connections++;
       pthread_mutex_unlock (&e->lock);
       if (limit)
         {
           if (*limit)
-            refuse_at_accept (e, fd, limit, value);
+            refuse_at_accept (e, fd, seq, limit, value);
           pthread_mutex_lock (&e->lock);
           nsbox_close_slot (&e->accepted);
           pthread_mutex_unlock (&e->lock);
@@ -1244,7 +1257,8 @@ accept_main (void *arg)
                           .client = TAKE_FD (e->accepted),
                           .upstream = -1,
                           .pipes = { -1, -1, -1, -1 },
-                          .started_ms = nsbox_now_ms () };
+                          .started_ms = nsbox_now_ms (),
+                          .seq = seq };
       e->refs++;
       e->active++;
       c->next = e->conns;
