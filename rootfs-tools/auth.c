@@ -16,6 +16,8 @@
 #include <jansson.h>
 
 #include "auth.h"
+#include "error.h"
+#include "fileio.h"
 #include "util.h"
 
 #define CONFIG_MAX_BYTES (4 << 20)

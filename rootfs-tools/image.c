@@ -55,8 +55,8 @@ nsbox_image_resolve (struct nsbox_store *store, const char *ref, enum nsbox_pull
 }
 
 int
-nsbox_image_hold (const char *store_root, const char *ref, enum nsbox_pull_policy policy,
-                  struct nsbox_image *image, struct nsbox_error **err)
+nsbox_image_store_hold (const char *store_root, const char *ref, enum nsbox_pull_policy policy,
+                        struct nsbox_image *image, struct nsbox_error **err)
 {
   *image = (struct nsbox_image){ .lock_fd = -1 };
   struct nsbox_store *store = NULL;

@@ -55,9 +55,16 @@ struct nsbox_image
 
 /* Resolves ref in the image store (NULL: $NSBOX_STORE, else the default),
  * pulling per policy, and holds it in *image until nsbox_image_release. On
- * failure *image holds nothing. */
+ * failure *image holds nothing. The interface the sandbox layers call; a
+ * build chooses its implementation (src/runtime/image_source.c): the store
+ * itself in libnsbox (nsbox_image_store_hold, image.c), or the nsbox-image
+ * tool in the nsbox CLI (nsbox_image_tool_hold, src/runtime/image_tool.c). */
 int nsbox_image_hold (const char *store, const char *ref, enum nsbox_pull_policy policy,
                       struct nsbox_image *image, struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* nsbox_image_hold done here, in this process (libcurl, libarchive). */
+int nsbox_image_store_hold (const char *store, const char *ref, enum nsbox_pull_policy policy,
+                            struct nsbox_image *image, struct nsbox_error **err) NSBOX_INTERNAL;
 
 static inline void
 nsbox_image_release (struct nsbox_image *image)

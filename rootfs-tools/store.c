@@ -2,6 +2,7 @@
  * See store.h. */
 #include "store-private.h"
 
+#include "error.h"
 #include "reference.h"
 
 #include <errno.h>

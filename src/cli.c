@@ -19,6 +19,7 @@
 #include "config.h"
 #include "doctor.h"
 #include "error.h"
+#include "fileio.h"
 #include "image.h"
 #include "mcp.h"
 #include "nsbox.h"

@@ -36,4 +36,12 @@ void nsbox_error_pass (struct nsbox_error **err, struct nsbox_error *e) NSBOX_IN
 /* "out of memory" with ENOMEM; returns -ENOMEM. */
 int nsbox_error_oom (struct nsbox_error **err) NSBOX_INTERNAL;
 
+static inline void
+nsbox_error_freep (struct nsbox_error **e)
+{
+  nsbox_error_free (*e);
+}
+
+#define cleanup_error __attribute__ ((cleanup (nsbox_error_freep)))
+
 #endif

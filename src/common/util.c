@@ -11,8 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "error.h"
-
 char *
 vxasprintf (const char *fmt, va_list ap)
 {
@@ -90,51 +88,6 @@ nsbox_write_all (int fd, const void *data, size_t len)
       p += n;
       len -= (size_t)n;
     }
-  return 0;
-}
-
-int
-nsbox_read_file (const char *path, size_t max, const char *what, char **data, size_t *len,
-                 struct nsbox_error **err)
-{
-  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0)
-    return nsbox_error_sys (err, errno, "open %s '%s'", what, path);
-  return nsbox_read_fd (fd, max, what, path, data, len, err);
-}
-
-int
-nsbox_read_fd (int fd, size_t max, const char *what, const char *path, char **data, size_t *len,
-               struct nsbox_error **err)
-{
-  struct stat st;
-  if (fstat (fd, &st) < 0)
-    return nsbox_error_sys (err, errno, "stat %s '%s'", what, path);
-  if (!S_ISREG (st.st_mode))
-    return nsbox_error_set (err, EINVAL, "%s '%s' is not a regular file", what, path);
-  cleanup_free char *buffer = malloc (max + 1);
-  if (!buffer)
-    return nsbox_error_oom (err);
-  size_t used = 0;
-  /* One byte past max tells "exactly max" from "more". */
-  while (used <= max)
-    {
-      ssize_t n = read (fd, buffer + used, max + 1 - used);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return nsbox_error_sys (err, errno, "read %s '%s'", what, path);
-      if (n == 0)
-        break;
-      used += (size_t)n;
-    }
-  if (used > max && max % (1 << 20) == 0)
-    return nsbox_error_set (err, EFBIG, "%s '%s' is larger than %zu MiB", what, path, max >> 20);
-  if (used > max)
-    return nsbox_error_set (err, EFBIG, "%s '%s' is larger than %zu bytes", what, path, max);
-  buffer[used] = '\0';
-  *data = TAKE_PTR (buffer);
-  *len = used;
   return 0;
 }
 

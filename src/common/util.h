@@ -62,21 +62,7 @@ strvfreep (char ***strv)
   nsbox_strv_free (*strv);
 }
 
-static inline void
-nsbox_error_freep (struct nsbox_error **e)
-{
-  nsbox_error_free (*e);
-}
-
-static inline void
-nsbox_config_freep (nsbox_config **config)
-{
-  nsbox_config_free (*config);
-}
-
 #define cleanup_free __attribute__ ((cleanup (freep)))
-#define cleanup_config __attribute__ ((cleanup (nsbox_config_freep)))
-#define cleanup_error __attribute__ ((cleanup (nsbox_error_freep)))
 #define cleanup_close __attribute__ ((cleanup (closep)))
 #define cleanup_fclose __attribute__ ((cleanup (fclosep)))
 #define cleanup_strv __attribute__ ((cleanup (strvfreep)))
@@ -120,16 +106,6 @@ int nsbox_write_all (int fd, const void *data, size_t len) NSBOX_INTERNAL;
 /* One read(2) of a small file (cgroupfs, /proc) into buf, NUL-terminated:
  * the byte count, or -errno. */
 int nsbox_read_small (const char *path, char *buf, size_t size) NSBOX_INTERNAL;
-
-/* Reads the regular file `path` whole, at most max bytes, NUL-terminated.
- * `what` names it in the messages ("config", "seccomp policy"): "open
- * WHAT 'PATH': ...", "WHAT 'PATH' is larger than N MiB" (or bytes; EFBIG). */
-int nsbox_read_file (const char *path, size_t max, const char *what, char **data, size_t *len,
-                     struct nsbox_error **err) NSBOX_INTERNAL;
-
-/* The same for a file already open as fd (path names it in the messages). */
-int nsbox_read_fd (int fd, size_t max, const char *what, const char *path, char **data, size_t *len,
-                   struct nsbox_error **err) NSBOX_INTERNAL;
 
 /* Fields first..first+n-1 (numbered as in proc(5)) of a /proc/PID/stat
  * file into out; false unless all are there. */

@@ -53,7 +53,8 @@ pkgs="libseccomp libcap yaml-0.1 jansson libcurl libarchive libcrypto zlib libzs
 		-Wformat=2 -Wpointer-arith -Wwrite-strings -Wvla -Wimplicit-fallthrough -Wnull-dereference
 		-fno-common -D_FORTIFY_SOURCE=3 -fstack-protector-strong)
 	cc "${cflags[@]}" -Wmissing-prototypes -static -o "$build/tests/vm/vmhelper" "$here/vmhelper.c"
-	cc "${cflags[@]}" -I"$repo/include" -iquote "$repo/src/common" -iquote "$repo/src" -iquote "$repo/rootfs-tools" \
+	cc "${cflags[@]}" -I"$repo/include" $(for l in common result config sandbox egress runtime service; do echo -iquote "$repo/src/$l"; done) \
+		-iquote "$repo/src" -iquote "$repo/rootfs-tools" \
 		-iquote "$repo/tests/lib" \
 		$(pkg-config --cflags $pkgs) -pie -fPIE -o "$build/tests/vm/cgroup2_test" \
 		"$here/cgroup2_test.c" "$repo/tests/lib/harness.c" "$build/libnsbox.a" \

@@ -1,0 +1,138 @@
+/* Inputs: regular files the caller names, copied read-only into the
+ * sandbox at /mnt/in/NAME. The launcher opens them before clone (so no host
+ * path reaches the sandbox and nothing is resolved there); init copies them
+ * into a tmpfs of its own and remounts it read-only before the program
+ * exists. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "error.h"
+#include "files.h"
+#include "report.h"
+
+void
+nsbox_inputs_close (struct nsbox_inputs *in)
+{
+  for (int i = 0; i < in->n; i++)
+    if (in->fds[i] >= 0)
+      close (TAKE_FD (in->fds[i]));
+  in->n = 0;
+}
+
+static uint64_t
+page_round (uint64_t n)
+{
+  return (n + 4095) & ~(uint64_t)4095;
+}
+
+int
+nsbox_inputs_open (char *const *specs, size_t n, struct nsbox_inputs *in, struct nsbox_error **err)
+{
+  in->n = 0;
+  in->total = 0;
+  if (n > NSBOX_INPUTS_MAX)
+    return nsbox_error_set (err, EINVAL, "too many inputs: %zu (at most %d)", n, NSBOX_INPUTS_MAX);
+  uint64_t pages = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      const char *spec = specs[i], *colon = strrchr (spec, ':');
+      if (!colon)
+        return nsbox_error_set (err, EINVAL, "input '%s' has no name", spec);
+      cleanup_free char *path = strndup (spec, (size_t)(colon - spec));
+      if (!path)
+        {
+          nsbox_inputs_close (in);
+          return nsbox_error_oom (err);
+        }
+      /* O_NONBLOCK: a FIFO named as an input must not hang the launcher. */
+      int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+      struct stat st;
+      int r = 0;
+      if (fd < 0)
+        r = nsbox_error_sys (err, errno, "input '%s'", path);
+      else if (fstat (fd, &st) < 0)
+        r = nsbox_error_sys (err, errno, "input '%s'", path);
+      else if (!S_ISREG (st.st_mode))
+        r = nsbox_error_set (err, EINVAL, "input '%s' is not a regular file", path);
+      else if ((uint64_t)st.st_size > NSBOX_INPUTS_BYTES_MAX - in->total)
+        r = nsbox_error_set (err, EFBIG,
+                             "input '%s' (%" PRIu64 " bytes) goes past the %" PRIu64
+                             " MiB all inputs may hold",
+                             path, (uint64_t)st.st_size, NSBOX_INPUTS_BYTES_MAX >> 20);
+      for (int j = 0; r == 0 && j < in->n; j++)
+        if (strcmp (in->names[j], colon + 1) == 0)
+          r = nsbox_error_set (err, EINVAL, "two inputs are named '%s'", colon + 1);
+      if (r < 0)
+        {
+          if (fd >= 0)
+            close (fd);
+          nsbox_inputs_close (in);
+          return r;
+        }
+      in->fds[in->n] = fd;
+      in->names[in->n] = colon + 1;
+      in->sizes[in->n] = (uint64_t)st.st_size;
+      in->total += (uint64_t)st.st_size;
+      pages += page_round ((uint64_t)st.st_size);
+      in->n++;
+    }
+  /* Room for every file's pages and the directory; read-only once filled. */
+  snprintf (in->mount_options, sizeof in->mount_options, "size=%" PRIu64 ",nr_inodes=%d,mode=0755",
+            pages + 65536, in->n + 8);
+  return 0;
+}
+
+/* ---- child side ---- */
+
+static void
+copy_input (int dirfd, const char *name, int from, uint64_t size)
+{
+  int to = openat (dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  if (to < 0)
+    nsbox_child_fail (NSBOX_STEP_INPUTS, errno, name);
+  /* At most the size the launcher checked: a file growing on the host
+   * meanwhile is cut there; one shrinking ends early. */
+  off_t offset = 0;
+  while ((uint64_t)offset < size)
+    {
+      size_t want = size - (uint64_t)offset > (1u << 30) ? (1u << 30) : size - (uint64_t)offset;
+      ssize_t n = sendfile (to, from, &offset, want);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        nsbox_child_fail (NSBOX_STEP_INPUTS, errno, name);
+      if (n == 0)
+        break;
+    }
+  close (to);
+  close (from);
+}
+
+void
+nsbox_inputs_place (const struct nsbox_inputs *in, int first_fd)
+{
+  if (in->n == 0)
+    return;
+  unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  umask (022);
+  if (mount ("tmpfs", "mnt", "tmpfs", flags, in->mount_options) < 0)
+    nsbox_child_fail (NSBOX_STEP_INPUTS, errno, "/mnt");
+  if (mkdir ("mnt/in", 0755) < 0)
+    nsbox_child_fail (NSBOX_STEP_INPUTS, errno, "/mnt/in");
+  int dirfd = open ("mnt/in", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dirfd < 0)
+    nsbox_child_fail (NSBOX_STEP_INPUTS, errno, "/mnt/in");
+  for (int i = 0; i < in->n; i++)
+    copy_input (dirfd, in->names[i], first_fd + i, in->sizes[i]);
+  close (dirfd);
+  if (mount ("tmpfs", "mnt", NULL, MS_REMOUNT | MS_RDONLY | flags, in->mount_options) < 0)
+    nsbox_child_fail (NSBOX_STEP_INPUTS, errno, "/mnt (read-only)");
+}

@@ -1,0 +1,1024 @@
+/* The warm pool: sandboxes started ahead of time, each used for exactly one
+ * run. An entry is a whole sandbox as nsbox_run builds it (launch.h), its
+ * program started and blocked reading its stdin. A run takes the oldest
+ * entry, checks from the host that nothing happened in it since it was
+ * ready, and finishes it with its code; the refill threads start the next
+ * one. No entry is ever reused or forked from another: each is its own
+ * clone of the launcher, its own exec of the program, so its own hash seed,
+ * random state and address layout.
+ *
+ *   refill threads (refill-concurrency): start entries up to `size`, wait
+ *     until each program blocks on its stdin, and destroy what runs and the
+ *     sweep discarded (the graveyard), off the request path;
+ *   the sweep (in the first refill thread, every SWEEP_MS): discards entries
+ *     past max-age, entries whose init died or whose pipes stirred, and all
+ *     entries when the image's rootfs or the seccomp policy file changed.
+ *
+ * An entry's init dies with the thread that cloned it (PR_SET_PDEATHSIG):
+ * refill threads live until nsbox_pool_free has destroyed every entry.
+ *
+ * A process that forks keeps its pools; its child gets foreign copies: the
+ * launches' fds closed (run.c), no threads, every run served cold, and
+ * nsbox_pool_free there frees memory only. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gate.h"
+#include "config_keys.h"
+#include "config.h"
+#include "error.h"
+#include "files.h"
+#include "image.h"
+#include "launch.h"
+#include "pool.h"
+#include "result.h"
+#include "supervise.h"
+#include "units.h"
+#include "util.h"
+
+#define POOL_MAX_SIZE 1024
+#define POOL_MAX_REFILL 64
+#define SWEEP_MS 250
+#define IDENTITY_MS 1000
+/* How long a new entry may take to reach its stdin read before it is
+ * discarded as unexpected. */
+#define START_DEADLINE_MS 30000
+/* CPU an idle native entry may show between ready and dispatch: none is
+ * expected (init waits, the program blocks in read). */
+#define NATIVE_IDLE_CPU_USEC 5000
+/* Back-off after a failed start, doubling up to the maximum. */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 10000
+
+struct nsbox_pool_options
+{
+  uint64_t size;
+  uint64_t max_age_ms;
+  uint64_t refill;
+};
+
+struct nsbox_run_options
+{
+  uint64_t timeout_ms;       /* 0: the pool's */
+  uint64_t max_output_bytes; /* UINT64_MAX: the pool's */
+  int cancel_fd;             /* nsbox_run_options_set_cancel_fd, or -1 */
+  bool cancel_on_half_close;
+  char **inputs; /* "PATH:NAME": the run is served cold with them */
+  size_t inputs_len;
+  char *output_dir;  /* NULL: the pool's */
+  char *session;     /* NULL: the pool's */
+  char *client;      /* who asked (a server's client), for the audit log */
+  char *quota_scope; /* whose sessions its quotas count in, or NULL */
+};
+
+struct entry
+{
+  struct nsbox_launch *launch;
+  uint64_t ready_ms;
+  uint64_t ready_cpu_usec;
+  unsigned generation;
+  bool spent; /* its run is over: only nsbox_launch_release is left */
+  struct entry *next;
+};
+
+struct nsbox_pool
+{
+  nsbox_config *config;
+  struct nsbox_pool_options options;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  struct entry *ready, **ready_tail; /* oldest first */
+  struct entry *graveyard;           /* discarded and spent entries, freed by the threads */
+  size_t n_ready, n_starting;
+  size_t in_flight; /* runs between take and result */
+  bool stopping;
+  unsigned generation;
+  char *identity;
+  uint64_t backoff_until_ms, backoff_ms;
+  struct nsbox_pool_stats stats;
+  pthread_t threads[POOL_MAX_REFILL + 1];
+  size_t n_threads;
+  bool foreign; /* a forked copy: no threads, nothing of it is ours */
+  struct nsbox_pool *prev_pool, *next_pool;
+};
+
+/* ---- fork: every pool of the process, locked across it ---- */
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nsbox_pool *pools;
+static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
+
+static void
+init_wake (struct nsbox_pool *p)
+{
+  pthread_condattr_t ca;
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&p->wake, &ca);
+  pthread_condattr_destroy (&ca);
+}
+
+static void
+pools_prepare (void)
+{
+  pthread_mutex_lock (&pools_lock);
+  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
+    pthread_mutex_lock (&p->lock);
+}
+
+static void
+pools_parent (void)
+{
+  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
+    pthread_mutex_unlock (&p->lock);
+  pthread_mutex_unlock (&pools_lock);
+}
+
+static void
+pools_child (void)
+{
+  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
+    {
+      p->foreign = true;
+      /* The parent's refill threads wait on it; none exists here, and a
+       * broadcast must not wait for them. */
+      init_wake (p);
+      pthread_mutex_unlock (&p->lock);
+    }
+  pools = NULL;
+  pthread_mutex_unlock (&pools_lock);
+}
+
+static void
+pools_register_atfork (void)
+{
+  pthread_atfork (pools_prepare, pools_parent, pools_child);
+}
+
+static void
+pool_register (struct nsbox_pool *p)
+{
+  pthread_once (&pools_once, pools_register_atfork);
+  pthread_mutex_lock (&pools_lock);
+  p->next_pool = pools;
+  if (pools)
+    pools->prev_pool = p;
+  pools = p;
+  pthread_mutex_unlock (&pools_lock);
+}
+
+static void
+pool_unregister (struct nsbox_pool *p)
+{
+  if (p->foreign)
+    return;
+  pthread_mutex_lock (&pools_lock);
+  if (p->prev_pool)
+    p->prev_pool->next_pool = p->next_pool;
+  else if (pools == p)
+    pools = p->next_pool;
+  if (p->next_pool)
+    p->next_pool->prev_pool = p->prev_pool;
+  pthread_mutex_unlock (&pools_lock);
+}
+
+/* ---- options ---- */
+
+nsbox_pool_options *
+nsbox_pool_options_new (struct nsbox_error **err)
+{
+  nsbox_pool_options *o = calloc (1, sizeof *o);
+  if (!o)
+    {
+      nsbox_error_oom (err);
+      return NULL;
+    }
+  o->size = 2;
+  o->max_age_ms = 300000;
+  o->refill = 1;
+  return o;
+}
+
+void
+nsbox_pool_options_free (nsbox_pool_options *options)
+{
+  free (options);
+}
+
+int
+nsbox_pool_options_set (nsbox_pool_options *o, const char *key, const char *value,
+                        struct nsbox_error **err)
+{
+  if (!o || !key || !value)
+    return nsbox_error_set (err, EINVAL, "nsbox_pool_options_set: invalid arguments");
+  uint64_t v = 0;
+  if (strcmp (key, "size") == 0)
+    {
+      if (nsbox_parse_count (value, &v) < 0 || v > POOL_MAX_SIZE)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for pool option 'size': expected a "
+                                "number of sandboxes from 0 to %d",
+                                value, POOL_MAX_SIZE);
+      o->size = v;
+      return 0;
+    }
+  if (strcmp (key, "max-age") == 0)
+    {
+      /* At least a second: a shorter life would start and discard
+       * entries without end. */
+      if (nsbox_parse_duration (value, &v) < 0 || v < 1000)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for pool option 'max-age': expected a "
+                                "duration of at least 1s, such as 60s",
+                                value);
+      o->max_age_ms = v;
+      return 0;
+    }
+  if (strcmp (key, "refill-concurrency") == 0)
+    {
+      if (nsbox_parse_count (value, &v) < 0 || v == 0 || v > POOL_MAX_REFILL)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for pool option 'refill-concurrency': "
+                                "expected a number from 1 to %d",
+                                value, POOL_MAX_REFILL);
+      o->refill = v;
+      return 0;
+    }
+  return nsbox_error_set (err, EINVAL,
+                          "unknown pool option '%s' (known: size, max-age, "
+                          "refill-concurrency)",
+                          key);
+}
+
+nsbox_run_options *
+nsbox_run_options_new (struct nsbox_error **err)
+{
+  nsbox_run_options *o = calloc (1, sizeof *o);
+  if (!o)
+    {
+      nsbox_error_oom (err);
+      return NULL;
+    }
+  o->max_output_bytes = UINT64_MAX;
+  o->cancel_fd = -1;
+  return o;
+}
+
+/* *field becomes a copy of value (NULL: unset); -ENOMEM leaves it. */
+static int
+replace_option (char **field, const char *value)
+{
+  char *copy = value ? strdup (value) : NULL;
+  if (value && !copy)
+    return -ENOMEM;
+  free (*field);
+  *field = copy;
+  return 0;
+}
+
+int
+nsbox_run_options_set_client (nsbox_run_options *options, const char *client)
+{
+  return replace_option (&options->client, client);
+}
+
+int
+nsbox_run_options_set_quota_scope (nsbox_run_options *options, const char *scope)
+{
+  return replace_option (&options->quota_scope, scope);
+}
+
+void
+nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd, bool half_close_is_gone)
+{
+  options->cancel_fd = fd;
+  options->cancel_on_half_close = half_close_is_gone;
+}
+
+void
+nsbox_run_options_free (nsbox_run_options *options)
+{
+  if (!options)
+    return;
+  nsbox_strv_free (options->inputs);
+  free (options->output_dir);
+  free (options->session);
+  free (options->client);
+  free (options->quota_scope);
+  free (options);
+}
+
+static int
+add_input (nsbox_run_options *o, const char *value, struct nsbox_error **err)
+{
+  if (o->inputs_len >= NSBOX_INPUTS_MAX)
+    return nsbox_error_set (err, EINVAL, "too many inputs (at most %d)", NSBOX_INPUTS_MAX);
+  cleanup_free char *path = NULL, *name = NULL;
+  int r = nsbox_input_spec_parse (value, &path, &name, err);
+  if (r < 0)
+    return r;
+  for (size_t i = 0; i < o->inputs_len; i++)
+    if (strcmp (strrchr (o->inputs[i], ':') + 1, name) == 0)
+      return nsbox_error_set (err, EINVAL, "two inputs are named '%s'", name);
+  if (nsbox_strv_append (&o->inputs, &o->inputs_len, xasprintf ("%s:%s", path, name)) < 0)
+    return nsbox_error_oom (err);
+  return 0;
+}
+
+int
+nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
+                       struct nsbox_error **err)
+{
+  if (!o || !key || !value)
+    return nsbox_error_set (err, EINVAL, "nsbox_run_options_set: invalid arguments");
+  uint64_t v = 0;
+  if (strcmp (key, "timeout") == 0)
+    {
+      if (nsbox_parse_duration (value, &v) < 0 || v == 0)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for key 'timeout': expected a duration "
+                                "such as 5s or 500ms",
+                                value);
+      o->timeout_ms = v;
+      return 0;
+    }
+  if (strcmp (key, "max-output-bytes") == 0)
+    {
+      if (nsbox_parse_size_or_zero (value, &v) < 0)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for key 'max-output-bytes': expected a "
+                                "size such as 64k",
+                                value);
+      o->max_output_bytes = v;
+      return 0;
+    }
+  if (strcmp (key, "inputs") == 0)
+    return add_input (o, value, err);
+  if (strcmp (key, "session") == 0)
+    {
+      if (!nsbox_session_valid (value))
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value for key 'session': expected 1 to %d letters, "
+                                "digits and ._:@+=/-",
+                                NSBOX_SESSION_MAX);
+      return replace_option (&o->session, value) < 0 ? nsbox_error_oom (err) : 0;
+    }
+  if (strcmp (key, "output-dir") == 0)
+    {
+      if (!*value)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '' for key 'output-dir': expected "
+                                "a directory");
+      return replace_option (&o->output_dir, value) < 0 ? nsbox_error_oom (err) : 0;
+    }
+  if (strcmp (key, "audit-log") == 0 || strcmp (key, "audit-code") == 0)
+    return nsbox_error_set (err, EINVAL,
+                            "key '%s' cannot be set per run: the audit log is the pool's "
+                            "(configure it on the pool)",
+                            key);
+  if (strncmp (key, "quota-", 6) == 0 && nsbox_config_find_key (key))
+    return nsbox_error_set (err, EINVAL,
+                            "key '%s' cannot be set per run: the quotas are the pool's "
+                            "(configure them on the pool)",
+                            key);
+  const struct nsbox_key_info *keys = nsbox_config_keys ();
+  for (size_t i = 0; keys[i].name; i++)
+    if (strcmp (keys[i].name, key) == 0)
+      return nsbox_error_set (err, EINVAL,
+                              "key '%s' cannot be set per run: it needs a different "
+                              "sandbox (a run takes only timeout, max-output-bytes, inputs, "
+                              "output-dir and session; configure '%s' on the pool or run it "
+                              "without one)",
+                              key, key);
+  return nsbox_error_set (err, EINVAL, "unknown key '%s'", key);
+}
+
+/* ---- identity: what the entries were built from ---- */
+
+/* The image's rootfs as the store resolves it now (never pulling), and the
+ * policy file's identity. NULL when it cannot be read. */
+static char *
+current_identity (const nsbox_config *c)
+{
+  cleanup_free char *rootfs = NULL;
+  if (c->rootfs)
+    rootfs = realpath (c->rootfs, NULL);
+  else
+    {
+      struct nsbox_image image = { .lock_fd = -1 };
+      if (nsbox_image_hold (c->store, c->image, NSBOX_PULL_NEVER, &image, NULL) == 0)
+        rootfs = TAKE_PTR (image.rootfs);
+      nsbox_image_release (&image);
+    }
+  if (!rootfs)
+    return NULL;
+  struct stat st = { 0 };
+  if (c->seccomp_policy && stat (c->seccomp_policy, &st) < 0)
+    return NULL;
+  return xasprintf ("%s|%llu:%llu:%lld.%09ld:%lld", rootfs, (unsigned long long)st.st_dev,
+                    (unsigned long long)st.st_ino, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                    (long long)st.st_size);
+}
+
+/* ---- entries ---- */
+
+static void
+bury_locked (struct nsbox_pool *p, struct entry *e)
+{
+  e->next = p->graveyard;
+  p->graveyard = e;
+  p->stats.discarded++;
+  pthread_cond_broadcast (&p->wake);
+}
+
+/* Starts one entry and waits until its program blocks on its stdin. */
+static int
+start_entry (struct nsbox_pool *p, struct entry **out, struct nsbox_error **err)
+{
+  struct nsbox_launch *launch = NULL;
+  int r = nsbox_launch_start (p->config, &launch, err);
+  if (r < 0)
+    return r;
+  uint64_t deadline = nsbox_now_ms () + START_DEADLINE_MS, pause_us = 200;
+  for (;;)
+    {
+      enum nsbox_launch_state state = nsbox_launch_probe (launch);
+      if (state == NSBOX_LAUNCH_WAITING)
+        break;
+      if (state == NSBOX_LAUNCH_BROKEN || nsbox_now_ms () > deadline)
+        {
+          /* Its setup error, if any, would go unread: the refill loop
+           * only counts failures and backs off. */
+          nsbox_launch_destroy (launch);
+          return nsbox_error_set (err, EPROTO,
+                                  state == NSBOX_LAUNCH_BROKEN
+                                      ? "pool: a new sandbox's program ended or wrote before "
+                                        "it was given code"
+                                      : "pool: a new sandbox's program did not reach its "
+                                        "stdin read within %d s",
+                                  START_DEADLINE_MS / 1000);
+        }
+      struct timespec ts = { 0, (long)pause_us * 1000L };
+      nanosleep (&ts, NULL);
+      if (pause_us < 2000)
+        pause_us += 200;
+    }
+  struct entry *e = calloc (1, sizeof *e);
+  if (!e)
+    {
+      nsbox_launch_destroy (launch);
+      return nsbox_error_oom (err);
+    }
+  e->launch = launch;
+  e->ready_ms = nsbox_now_ms ();
+  e->ready_cpu_usec = nsbox_launch_cpu_usec (launch);
+  *out = e;
+  return 0;
+}
+
+static void
+destroy_entry (struct entry *e)
+{
+  if (e->spent)
+    nsbox_launch_release (e->launch);
+  else
+    nsbox_launch_destroy (e->launch);
+  free (e);
+}
+
+/* Called with the lock held: moves broken, old and stale entries to the
+ * graveyard and refreshes the identity. */
+static void
+sweep_locked (struct nsbox_pool *p, bool check_identity)
+{
+  if (check_identity)
+    {
+      pthread_mutex_unlock (&p->lock);
+      char *now = current_identity (p->config);
+      pthread_mutex_lock (&p->lock);
+      if (now && p->identity && strcmp (now, p->identity) != 0)
+        p->generation++;
+      if (now)
+        {
+          free (p->identity);
+          p->identity = now;
+        }
+    }
+  uint64_t t = nsbox_now_ms ();
+  for (struct entry **pe = &p->ready; *pe;)
+    {
+      struct entry *e = *pe;
+      if (e->generation == p->generation && t - e->ready_ms <= p->options.max_age_ms
+          && nsbox_launch_probe (e->launch) == NSBOX_LAUNCH_WAITING)
+        {
+          pe = &e->next;
+          continue;
+        }
+      *pe = e->next;
+      p->n_ready--;
+      bury_locked (p, e);
+    }
+  p->ready_tail = &p->ready;
+  while (*p->ready_tail)
+    p->ready_tail = &(*p->ready_tail)->next;
+}
+
+static void
+timed_wait (struct nsbox_pool *p, uint64_t ms)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += (time_t)(ms / 1000);
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L)
+    {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+  pthread_cond_timedwait (&p->wake, &p->lock, &ts);
+}
+
+struct refill_arg
+{
+  struct nsbox_pool *pool;
+  bool sweeper;
+};
+
+static void *
+refill_main (void *arg)
+{
+  struct refill_arg a = *(struct refill_arg *)arg;
+  free (arg);
+  struct nsbox_pool *p = a.pool;
+  uint64_t next_sweep = 0, next_identity = nsbox_now_ms () + IDENTITY_MS;
+  pthread_mutex_lock (&p->lock);
+  while (!p->stopping)
+    {
+      uint64_t now = nsbox_now_ms ();
+      if (a.sweeper && now >= next_sweep)
+        {
+          bool identity = now >= next_identity;
+          sweep_locked (p, identity);
+          next_sweep = now + SWEEP_MS;
+          if (identity)
+            next_identity = now + IDENTITY_MS;
+          continue;
+        }
+      if (p->graveyard)
+        {
+          struct entry *e = p->graveyard;
+          p->graveyard = e->next;
+          pthread_mutex_unlock (&p->lock);
+          destroy_entry (e);
+          pthread_mutex_lock (&p->lock);
+          continue;
+        }
+      /* A start clones this process: its copy-on-write faults and the new
+       * program's start would land on the runs in flight. With an entry
+       * still ready it waits for them to end. */
+      if (!a.sweeper && p->n_ready + p->n_starting < p->options.size && now >= p->backoff_until_ms
+          && (p->in_flight == 0 || p->n_ready == 0))
+        {
+          p->n_starting++;
+          unsigned generation = p->generation;
+          pthread_mutex_unlock (&p->lock);
+          struct entry *e = NULL;
+          struct nsbox_error *why = NULL;
+          int r = start_entry (p, &e, &why);
+          pthread_mutex_lock (&p->lock);
+          p->n_starting--;
+          if (r < 0 || !e)
+            {
+              p->stats.start_failures++;
+              p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
+              if (p->backoff_ms > BACKOFF_MAX_MS)
+                p->backoff_ms = BACKOFF_MAX_MS;
+              p->backoff_until_ms = nsbox_now_ms () + p->backoff_ms;
+              nsbox_error_free (why);
+              continue;
+            }
+          p->backoff_ms = 0;
+          e->generation = generation;
+          if (generation != p->generation || p->stopping)
+            {
+              bury_locked (p, e);
+              continue;
+            }
+          *p->ready_tail = e;
+          p->ready_tail = &e->next;
+          p->n_ready++;
+          p->stats.started++;
+          continue;
+        }
+      uint64_t wait = SWEEP_MS;
+      if (p->backoff_until_ms > now && p->backoff_until_ms - now < wait)
+        wait = p->backoff_until_ms - now;
+      timed_wait (p, wait ? wait : 1);
+    }
+  pthread_mutex_unlock (&p->lock);
+  return NULL;
+}
+
+/* ---- the pool ---- */
+
+int
+nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options, nsbox_pool **out,
+                struct nsbox_error **err)
+{
+  if (!config || !out)
+    return nsbox_error_set (err, EINVAL, "nsbox_pool_new: invalid arguments");
+  int files = nsbox_launch_check_files (config, nsbox_launch_resolve_runtime (config),
+                                        config->output_dir != NULL, err);
+  if (files < 0)
+    return files;
+  struct nsbox_pool *p = calloc (1, sizeof *p);
+  if (!p)
+    return nsbox_error_oom (err);
+  if (options)
+    p->options = *options;
+  else
+    p->options = (struct nsbox_pool_options){ 2, 300000, 1 };
+  p->ready_tail = &p->ready;
+  p->config = nsbox_config_dup (config, err);
+  if (!p->config)
+    {
+      free (p);
+      return -ENOMEM;
+    }
+  /* Pull now, once, per the configured policy: entries then resolve the
+   * image without pulling, and the sweep notices a tag that moves. */
+  if (!p->config->rootfs)
+    {
+      struct nsbox_image image = { .lock_fd = -1 };
+      int r = nsbox_image_hold (p->config->store, p->config->image, p->config->pull, &image, err);
+      nsbox_image_release (&image);
+      if (r < 0)
+        {
+          nsbox_config_free (p->config);
+          free (p);
+          return r;
+        }
+      p->config->pull = NSBOX_PULL_NEVER;
+    }
+  p->identity = current_identity (p->config);
+  init_wake (p);
+  pthread_mutex_init (&p->lock, NULL);
+  pool_register (p);
+  /* The refill threads, and one more that only sweeps (a start can take
+   * seconds: the sweep must not wait behind one). */
+  for (size_t i = 0; i <= p->options.refill; i++)
+    {
+      struct refill_arg *a = malloc (sizeof *a);
+      int r = a ? 0 : ENOMEM;
+      if (a)
+        {
+          *a = (struct refill_arg){ p, i == p->options.refill };
+          r = pthread_create (&p->threads[i], NULL, refill_main, a);
+          if (r != 0)
+            free (a);
+        }
+      if (r != 0)
+        {
+          nsbox_pool_free (p);
+          return nsbox_error_sys (err, r, "pool: start a refill thread");
+        }
+      p->n_threads++;
+    }
+  *out = p;
+  return 0;
+}
+
+void
+nsbox_pool_free (nsbox_pool *p)
+{
+  if (!p)
+    return;
+  pool_unregister (p);
+  if (p->foreign)
+    {
+      /* A forked copy: the threads are the parent's, so are the entries
+       * (their handles are freed, nothing of them touched). */
+      struct entry *lists[] = { p->ready, p->graveyard };
+      for (size_t i = 0; i < ARRAY_SIZE (lists); i++)
+        for (struct entry *e = lists[i], *next; e; e = next)
+          {
+            next = e->next;
+            destroy_entry (e);
+          }
+      nsbox_config_free (p->config);
+      free (p->identity);
+      free (p);
+      return;
+    }
+  pthread_mutex_lock (&p->lock);
+  p->stopping = true;
+  pthread_cond_broadcast (&p->wake);
+  struct entry *all = p->ready;
+  p->ready = NULL;
+  p->n_ready = 0;
+  pthread_mutex_unlock (&p->lock);
+  /* Entries die with the threads that cloned them: destroy them first. */
+  for (struct entry *e = all, *next; e; e = next)
+    {
+      next = e->next;
+      destroy_entry (e);
+    }
+  for (size_t i = 0; i < p->n_threads; i++)
+    pthread_join (p->threads[i], NULL);
+  for (struct entry *e = p->graveyard, *next; e; e = next)
+    {
+      next = e->next;
+      destroy_entry (e);
+    }
+  pthread_cond_destroy (&p->wake);
+  pthread_mutex_destroy (&p->lock);
+  nsbox_config_free (p->config);
+  free (p->identity);
+  free (p);
+}
+
+/* The oldest entry that is still exactly as it was when ready, or NULL. */
+static struct entry *
+take_entry (struct nsbox_pool *p, uint64_t *cpu_at_dispatch)
+{
+  for (;;)
+    {
+      pthread_mutex_lock (&p->lock);
+      struct entry *e = p->ready;
+      if (e)
+        {
+          p->ready = e->next;
+          if (!p->ready)
+            p->ready_tail = &p->ready;
+          p->n_ready--;
+          if (p->n_ready == 0)
+            pthread_cond_broadcast (&p->wake);
+        }
+      bool stale = e
+                   && (e->generation != p->generation
+                       || nsbox_now_ms () - e->ready_ms > p->options.max_age_ms);
+      if (stale)
+        bury_locked (p, e);
+      pthread_mutex_unlock (&p->lock);
+      if (!e)
+        return NULL;
+      if (stale)
+        continue;
+      uint64_t cpu = nsbox_launch_cpu_usec (e->launch);
+      bool idle = nsbox_launch_probe (e->launch) == NSBOX_LAUNCH_WAITING
+                  && (strcmp (nsbox_launch_runtime (e->launch), "runsc") == 0 || cpu == UINT64_MAX
+                      || e->ready_cpu_usec == UINT64_MAX
+                      || cpu - e->ready_cpu_usec <= NATIVE_IDLE_CPU_USEC);
+      if (idle)
+        {
+          *cpu_at_dispatch = cpu;
+          return e;
+        }
+      pthread_mutex_lock (&p->lock);
+      bury_locked (p, e);
+      pthread_mutex_unlock (&p->lock);
+    }
+}
+
+/* The pool's timeout and output cap, lowered by the run's options; a run
+ * may not raise them. */
+static int
+effective_limits (nsbox_pool *p, const nsbox_run_options *options, uint64_t *timeout_ms,
+                  uint64_t *max_output, struct nsbox_error **err)
+{
+  *timeout_ms = p->config->timeout_ms;
+  *max_output = p->config->max_output_bytes;
+  if (options && options->timeout_ms)
+    {
+      if (options->timeout_ms > *timeout_ms)
+        return nsbox_error_set (err, EINVAL,
+                                "timeout %" PRIu64 "ms is longer than the pool's %" PRIu64
+                                "ms: a pooled run may only shorten it",
+                                options->timeout_ms, *timeout_ms);
+      *timeout_ms = options->timeout_ms;
+    }
+  if (options && options->max_output_bytes != UINT64_MAX)
+    {
+      if (options->max_output_bytes > *max_output)
+        return nsbox_error_set (err, EINVAL,
+                                "max-output-bytes %" PRIu64 " is larger than the pool's %" PRIu64
+                                ": a pooled run may only lower it",
+                                options->max_output_bytes, *max_output);
+      *max_output = options->max_output_bytes;
+    }
+  return 0;
+}
+
+/* Inputs and an output directory need the native runtime. */
+static int
+check_files (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
+{
+  if (!options || (!options->inputs_len && !options->output_dir))
+    return 0;
+  nsbox_config view = *p->config;
+  view.inputs_len = options->inputs_len;
+  return nsbox_launch_check_files (&view, nsbox_launch_resolve_runtime (p->config),
+                                   options->output_dir != NULL, err);
+}
+
+int
+nsbox_pool_check_options (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
+{
+  uint64_t t, m;
+  int r = effective_limits (p, options, &t, &m, err);
+  return r < 0 ? r : check_files (p, options, err);
+}
+
+/* The pool's configuration with the run's inputs added, for a cold run. */
+static nsbox_config *
+config_with_inputs (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
+{
+  cleanup_config nsbox_config *c = nsbox_config_dup (p->config, err);
+  if (!c)
+    return NULL;
+  for (size_t i = 0; i < options->inputs_len; i++)
+    if (nsbox_config_set (c, "inputs", options->inputs[i], err) < 0)
+      return NULL;
+  return TAKE_PTR (c);
+}
+
+int
+nsbox_pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_options *options,
+                nsbox_result **out, struct nsbox_error **err)
+{
+  bool warm;
+  return nsbox_pool_run_served (p, code, code_len, options, out, &warm, err);
+}
+
+static int
+pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_options *options,
+          nsbox_result **out, bool *warm, struct nsbox_error **err)
+{
+  *warm = false;
+  if (!p || !out || (!code && code_len))
+    return nsbox_error_set (err, EINVAL, "nsbox_pool_run: invalid arguments");
+  uint64_t timeout_ms, max_output;
+  int r = effective_limits (p, options, &timeout_ms, &max_output, err);
+  if (r < 0 || (r = check_files (p, options, err)) < 0)
+    return r;
+  const char *output_dir
+      = options && options->output_dir ? options->output_dir : p->config->output_dir;
+  cleanup_close int output_dir_fd = -1;
+  if (output_dir && (r = nsbox_output_dir_open (output_dir, &output_dir_fd, err)) < 0)
+    return r;
+  /* Inputs are placed while a sandbox is built: a run with its own is
+   * served cold. */
+  cleanup_config nsbox_config *cold_config = NULL;
+  if (options && options->inputs_len && !(cold_config = config_with_inputs (p, options, err)))
+    return -EINVAL;
+  struct nsbox_dispatch d = {
+    .code = code,
+    .code_len = code_len,
+    .timeout_ms = timeout_ms,
+    .max_output_bytes = max_output,
+    .cancel_fd = options ? options->cancel_fd : -1,
+    .cancel_on_half_close = options && options->cancel_on_half_close,
+    .capture = p->config->output_capture,
+    .memory_bytes = p->config->memory_bytes,
+    .output_dir_fd = output_dir_fd,
+  };
+  struct nsbox_result *res = calloc (1, sizeof *res);
+  if (!res)
+    return nsbox_error_oom (err);
+  uint64_t cpu_at_dispatch = 0;
+  pthread_mutex_lock (&p->lock);
+  p->in_flight++;
+  bool foreign = p->foreign;
+  pthread_mutex_unlock (&p->lock);
+  /* A forked copy serves cold: its entries are the parent's. */
+  struct entry *e = foreign || cold_config ? NULL : take_entry (p, &cpu_at_dispatch);
+  *warm = e != NULL;
+  if (e)
+    {
+      r = nsbox_launch_finish (e->launch, &d, res, err);
+      res->warm = true;
+      /* cpu_ms counts from dispatch: the program's start-up is not the run's. */
+      uint64_t before_ms = cpu_at_dispatch == UINT64_MAX ? 0 : cpu_at_dispatch / 1000;
+      res->cpu_ms = res->cpu_ms > before_ms ? res->cpu_ms - before_ms : 0;
+    }
+  else
+    {
+      struct nsbox_launch *launch = NULL;
+      r = nsbox_launch_start (cold_config ? cold_config : p->config, &launch, err);
+      if (r >= 0)
+        r = nsbox_launch_finish (launch, &d, res, err);
+      if (launch && !(e = calloc (1, sizeof *e)))
+        nsbox_launch_release (launch);
+      else if (launch)
+        e->launch = launch;
+    }
+  /* The run is over and its sandbox's processes are gone; the rest of its
+   * teardown (unmounting, removing the cgroups) is left to the threads,
+   * off the caller's time. A forked copy has none: it releases at once. */
+  if (e)
+    e->spent = true;
+  if (e && foreign)
+    {
+      destroy_entry (e);
+      e = NULL;
+    }
+  pthread_mutex_lock (&p->lock);
+  if (e)
+    {
+      e->next = p->graveyard;
+      p->graveyard = e;
+    }
+  if (--p->in_flight == 0 || e)
+    pthread_cond_broadcast (&p->wake);
+  if (r < 0)
+    p->stats.errors++;
+  else if (res->warm)
+    p->stats.warm++;
+  else
+    p->stats.cold++;
+  pthread_mutex_unlock (&p->lock);
+  if (r < 0)
+    {
+      nsbox_result_free (res);
+      return r;
+    }
+  *out = res;
+  return 0;
+}
+
+void
+nsbox_pool_get_stats (nsbox_pool *p, struct nsbox_pool_stats *stats)
+{
+  pthread_mutex_lock (&p->lock);
+  *stats = p->stats;
+  stats->ready = p->n_ready;
+  stats->starting = p->n_starting;
+  stats->size = p->options.size;
+  pthread_mutex_unlock (&p->lock);
+}
+
+size_t
+nsbox_pool_ready (nsbox_pool *p)
+{
+  pthread_mutex_lock (&p->lock);
+  size_t n = p->n_ready;
+  pthread_mutex_unlock (&p->lock);
+  return n;
+}
+
+struct pooled_run
+{
+  nsbox_pool *pool;
+  const char *code;
+  size_t code_len;
+  const nsbox_run_options *options;
+  bool *warm;
+};
+
+static int
+pooled_run (void *ctx, nsbox_result **out, struct nsbox_error **err)
+{
+  const struct pooled_run *r = ctx;
+  return pool_run (r->pool, r->code, r->code_len, r->options, out, r->warm, err);
+}
+
+/* Behind the gate (gate.h), not cancellable: a cancelled caller would leave
+ * its sandbox running with nobody to enforce its timeout (a pooled one's
+ * init belongs to a refill thread, so parent death would not end it
+ * either). */
+int
+nsbox_pool_run_served (nsbox_pool *p, const char *code, size_t code_len,
+                       const nsbox_run_options *options, nsbox_result **out, bool *warm,
+                       struct nsbox_error **err)
+{
+  bool warm_unused, refused;
+  struct pooled_run run = {
+    .pool = p,
+    .code = code,
+    .code_len = code_len,
+    .options = options,
+    .warm = warm ? warm : &warm_unused,
+  };
+  struct nsbox_gate gate = {
+    .config = p ? p->config : NULL,
+    .session = options ? options->session : NULL,
+    .client = options ? options->client : NULL,
+    .quota_scope = options ? options->quota_scope : NULL,
+    .code = code,
+    .code_len = code_len,
+    .timeout_ms = options && options->timeout_ms ? options->timeout_ms
+                  : p                            ? p->config->timeout_ms
+                                                 : 0,
+  };
+  int r = nsbox_gate_run (&gate, pooled_run, &run, out, &refused, err);
+  if (refused && warm)
+    *warm = false;
+  return r;
+}

@@ -1,0 +1,86 @@
+/* `nsbox serve`'s requests: the server's state (struct nsbox_server),
+ * admission, the endpoints and /metrics (serve_api.c), behind the access
+ * handler the daemon of serve.c calls. */
+#ifndef NSBOX_SERVE_API_H
+#define NSBOX_SERVE_API_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "nsbox.h"
+#include "util.h"
+
+#define NSBOX_SERVE_MAX_PROFILES 16
+/* libmicrohttpd's memory for one connection (MHD_OPTION_CONNECTION_MEMORY_LIMIT):
+ * it holds a request's line and headers, which get its own 431 (or 414)
+ * past it. */
+#define NSBOX_SERVE_CONNECTION_MEMORY (32u << 10)
+/* A request's line and headers, in bytes, get nsbox's 431 past this: well
+ * under the memory above, since headers that nearly fill it leave
+ * libmicrohttpd no room to build any answer (it would close unanswered). */
+#define NSBOX_SERVE_HEADER_BYTES (16u << 10)
+/* Request→result latency buckets of /metrics, in seconds. */
+#define NSBOX_SERVE_BUCKETS 12
+
+struct nsbox_serve_profile
+{
+  char name[64];
+  nsbox_config *config;
+  nsbox_pool *pool;
+};
+
+enum nsbox_serve_outcome
+{
+  NSBOX_OUTCOME_OK = 0,    /* exited 0 */
+  NSBOX_OUTCOME_NONZERO,   /* exited non-zero or killed by a signal */
+  NSBOX_OUTCOME_TIMEOUT,   /* the timeout killed it */
+  NSBOX_OUTCOME_OOM,       /* the memory limit killed it */
+  NSBOX_OUTCOME_ERROR,     /* nsbox could not run it */
+  NSBOX_OUTCOME_CANCELLED, /* the client went away; the run was killed */
+  NSBOX_OUTCOME_REFUSED,   /* a quota of its session refused it (429) */
+  NSBOX_OUTCOME_COUNT_,
+};
+
+struct nsbox_conns;
+
+struct nsbox_server
+{
+  struct nsbox_serve_profile profiles[NSBOX_SERVE_MAX_PROFILES];
+  size_t n_profiles;
+  char *token; /* TCP only: the bearer token, else NULL */
+  uint64_t max_concurrent, max_queue, max_request_bytes;
+  pthread_mutex_t lock;
+  pthread_cond_t slot_free; /* a run ended, or draining began */
+  pthread_cond_t idle;      /* nothing runs or waits any more */
+  uint64_t running, queued;
+  uint64_t uploading; /* POST /v1/runs bodies being read (before admission) */
+  uint64_t answering; /* answers of finished runs still being sent */
+  bool draining;
+  bool tcp;                  /* the listener is TCP: a client's half-close counts as gone */
+  struct nsbox_conns *conns; /* serve_conn.h */
+  /* Counters for /metrics, under lock. */
+  uint64_t runs[NSBOX_SERVE_MAX_PROFILES][NSBOX_OUTCOME_COUNT_][2]; /* [..][cold, warm] */
+  uint64_t rejected_busy, rejected_draining, bad_requests, unauthorized;
+  uint64_t latency_buckets[NSBOX_SERVE_BUCKETS + 1]; /* cumulative at render time */
+  double latency_sum;
+  uint64_t latency_count;
+};
+
+/* serve_api.c: the access handler (its cls is the struct nsbox_server) and
+ * the completion callback that frees a request's state. */
+enum MHD_Result nsbox_serve_handle (void *server, struct MHD_Connection *connection,
+                                    const char *url, const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **request) NSBOX_INTERNAL;
+/* jansson's free while the server runs: wipes what it frees (request
+ * JSON holds the client's code; pooled sandboxes are clones of this
+ * process). */
+void nsbox_serve_zeroing_free (void *p) NSBOX_INTERNAL;
+void nsbox_serve_completed (void *server, struct MHD_Connection *connection, void **request,
+                            enum MHD_RequestTerminationCode why) NSBOX_INTERNAL;
+
+#endif
