@@ -139,21 +139,13 @@ log_to_stderr (void *data, const char *message)
   fprintf (stderr, "nsbox-image: %s\n", message);
 }
 
-static double
-now_seconds (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The pull's progress bar, on stderr when it is a terminal; redrawn at
  * most ten times a second. */
 static void
 draw_progress (void *data, const char *ref, uint64_t done, uint64_t total, bool final)
 {
   double *last = data;
-  double now = now_seconds ();
+  double now = nsbox_now_seconds ();
   if (!final && now - *last < 0.1)
     return;
   *last = now;

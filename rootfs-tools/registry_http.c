@@ -300,14 +300,6 @@ on_body (char *data, size_t size, size_t nmemb, void *userdata)
   return len;
 }
 
-static double
-now_seconds (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void
 registry_progress_report (struct registry *reg, bool final)
 {
@@ -333,7 +325,7 @@ on_progress (void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ul
   (void)dltotal, (void)ultotal, (void)ulnow;
   struct exchange *x = userdata;
   unsigned window = x->reg->stall_seconds;
-  double now = now_seconds ();
+  double now = nsbox_now_seconds ();
   /* dlnow starts again at 0 after a redirect. */
   if (dlnow < x->checkpoint_bytes
       || dlnow - x->checkpoint_bytes >= (curl_off_t)REGISTRY_STALL_MIN_RATE * window)
@@ -360,7 +352,7 @@ perform (struct registry *reg, enum registry_method method, const char *url,
          bool *protocol_refused)
 {
   CURL *c = reg->curl;
-  struct exchange x = { reg, resp, sink, range_from, now_seconds (), 0, false };
+  struct exchange x = { reg, resp, sink, range_from, nsbox_now_seconds (), 0, false };
   struct curl_slist *headers = NULL, *tmp;
   char range[64];
   bool https = false;

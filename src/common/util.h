@@ -123,6 +123,10 @@ nsbox_rusage_cpu_usec (const struct rusage *ru)
 /* CLOCK_REALTIME in milliseconds (what a log or a state file records). */
 uint64_t nsbox_realtime_ms (void) NSBOX_INTERNAL;
 
+/* CLOCK_MONOTONIC, in milliseconds and in seconds (deadlines, latencies). */
+uint64_t nsbox_now_ms (void) NSBOX_INTERNAL;
+double nsbox_now_seconds (void) NSBOX_INTERNAL;
+
 /* The image store's directory when none is configured: $NSBOX_STORE, else
  * /var/lib/nsbox for root, else ${XDG_CACHE_HOME:-$HOME/.cache}/nsbox;
  * NULL when none can be named or out of memory. */

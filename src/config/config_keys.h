@@ -1,11 +1,11 @@
-/* Inside the configuration: the key table shared by the setters and
- * getters (config.c) and the YAML loader (config_yaml.c). */
+/* Inside the configuration: the table of keys (config_keys.c) that the
+ * setters and getters (config.c), the YAML loader (config_yaml.c) and the
+ * manual page's generator read. */
 #ifndef NSBOX_CONFIG_KEYS_H
 #define NSBOX_CONFIG_KEYS_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <yaml.h>
 
 #include "config.h"
 #include "util.h"
@@ -24,9 +24,15 @@ typedef int (*key_set_fn) (nsbox_config *config, const struct config_key *key, c
                            struct nsbox_error **err);
 typedef char *(*key_get_fn) (const nsbox_config *config);
 
-struct config_loader;
-typedef int (*key_load_fn) (struct config_loader *loader, const struct config_key *key,
-                            yaml_event_t *value);
+/* How the YAML loader (config_yaml.c) reads a key's value. */
+enum config_key_yaml
+{
+  YAML_SCALAR = 0, /* one scalar */
+  YAML_LIST,       /* a list of strings (or one string) applied one by one, like repeated
+                    * flags; a null clears the key */
+  YAML_ENV,        /* a mapping NAME: VALUE or a list of NAME=VALUE */
+  YAML_COMMAND,    /* a list of arguments replacing the command */
+};
 
 enum
 {
@@ -35,15 +41,50 @@ enum
   KEY_NULLABLE = 1 << 2,   /* an empty value (a YAML null) unsets it */
 };
 
+enum config_key_kind
+{
+  KIND_NUMBER,  /* a uint64_t field: parse, bounds, format */
+  KIND_STRING,  /* a char * field: an optional check of the value */
+  KIND_BOOLEAN, /* a bool field: true, false, yes, no, 1 or 0 */
+  KIND_CUSTOM,  /* its own set and get */
+};
+
+/* One row of the table (config_keys.c). */
 struct config_key
 {
   const char *name;
   const char *expected; /* what a valid value looks like, for messages */
+  const char *help;     /* one line for the CLI's --help */
   unsigned flags;
-  key_set_fn set;
-  key_get_fn get;
-  key_load_fn load;
+  enum config_key_kind kind;
+  size_t offset; /* NUMBER, STRING, BOOLEAN: the field in nsbox_config */
+  int (*parse) (const char *text, uint64_t *value); /* NUMBER */
+  uint64_t min, max;                                /* NUMBER */
+  char *(*format) (uint64_t value);                 /* NUMBER */
+  bool (*valid) (const char *value);                /* STRING: NULL for any */
+  key_set_fn set;                                   /* CUSTOM */
+  key_get_fn get;                                   /* CUSTOM */
+  enum config_key_yaml yaml;
 };
+
+/* Sets or gets the key of `key`'s row: 0 or -EINVAL/-ENOMEM; a new string,
+ * NULL when out of memory. */
+int nsbox_config_key_set (nsbox_config *config, const struct config_key *key, const char *value,
+                          struct nsbox_error **err) NSBOX_INTERNAL;
+char *nsbox_config_key_get (const nsbox_config *config,
+                            const struct config_key *key) NSBOX_INTERNAL;
+
+/* The i-th row, NULL past the last. */
+const struct config_key *nsbox_config_key_at (size_t i) NSBOX_INTERNAL;
+
+/* "invalid value for 'KEY': 'VALUE' (expected EXPECTED)": -EINVAL. */
+int nsbox_config_invalid_value (struct nsbox_error **err, const char *key, const char *value,
+                                const char *expected) NSBOX_INTERNAL;
+
+/* Replaces *field with a copy of value, or NULL for an empty value when
+ * empty_unsets: 0 or -ENOMEM. */
+int nsbox_config_replace_string (char **field, const char *value, bool empty_unsets,
+                                 struct nsbox_error **err) NSBOX_INTERNAL;
 
 const struct config_key *nsbox_config_find_key (const char *name) NSBOX_INTERNAL;
 /* Its place in the table (fewer than 64). */
@@ -54,17 +95,5 @@ void nsbox_config_show_value (const char *value, char *shown, size_t size) NSBOX
 
 /* The length of the NAME of "NAME=VALUE", 0 when it is not a valid name. */
 size_t nsbox_env_name_length (const char *text) NSBOX_INTERNAL;
-
-/* The YAML loaders of the keys (config_yaml.c). */
-int nsbox_config_load_scalar (struct config_loader *loader, const struct config_key *key,
-                              yaml_event_t *value) NSBOX_INTERNAL;
-int nsbox_config_load_env (struct config_loader *loader, const struct config_key *key,
-                           yaml_event_t *value) NSBOX_INTERNAL;
-/* A list of strings (or one string) applied one by one, like repeated
- * flags; a null clears the key. */
-int nsbox_config_load_list (struct config_loader *loader, const struct config_key *key,
-                            yaml_event_t *value) NSBOX_INTERNAL;
-int nsbox_config_load_command (struct config_loader *loader, const struct config_key *key,
-                               yaml_event_t *value) NSBOX_INTERNAL;
 
 #endif

@@ -156,7 +156,7 @@ apply_at (struct config_loader *loader, const yaml_mark_t *mark, const struct co
           const char *value)
 {
   cleanup_error struct nsbox_error *error = NULL;
-  int r = key->set (loader->config, key, value, &error);
+  int r = nsbox_config_key_set (loader->config, key, value, &error);
   if (r == -ENOMEM)
     return nsbox_error_oom (loader->err);
   if (r < 0)
@@ -164,9 +164,8 @@ apply_at (struct config_loader *loader, const yaml_mark_t *mark, const struct co
   return 0;
 }
 
-int
-nsbox_config_load_scalar (struct config_loader *loader, const struct config_key *key,
-                          yaml_event_t *value)
+static int
+load_scalar (struct config_loader *loader, const struct config_key *key, yaml_event_t *value)
 {
   const char *text = NULL;
   if (value->type != YAML_SCALAR_EVENT)
@@ -280,9 +279,8 @@ load_string_list (struct config_loader *loader, const struct config_key *key, co
 
 /* env adds to (or replaces variables of) what is already set, like the
  * setter does. */
-int
-nsbox_config_load_env (struct config_loader *loader, const struct config_key *key,
-                       yaml_event_t *value)
+static int
+load_env (struct config_loader *loader, const struct config_key *key, yaml_event_t *value)
 {
   if (value->type == YAML_MAPPING_START_EVENT)
     return load_env_mapping (loader, key);
@@ -292,12 +290,11 @@ nsbox_config_load_env (struct config_loader *loader, const struct config_key *ke
 }
 
 /* inputs: a list of strings, one string, or null (clears the list). */
-int
-nsbox_config_load_list (struct config_loader *loader, const struct config_key *key,
-                        yaml_event_t *value)
+static int
+load_list (struct config_loader *loader, const struct config_key *key, yaml_event_t *value)
 {
   if (value->type == YAML_SCALAR_EVENT)
-    return nsbox_config_load_scalar (loader, key, value);
+    return load_scalar (loader, key, value);
   if (value->type != YAML_SEQUENCE_START_EVENT)
     return wrong_type (loader, value, key->name, "a list of strings");
   return load_string_list (loader, key, "strings", false);
@@ -359,9 +356,8 @@ load_command_list (struct config_loader *loader, const struct config_key *key,
 
 /* command in a file replaces the whole command: a list of arguments, or one
  * string taken as a single argument (never split like a shell would). */
-int
-nsbox_config_load_command (struct config_loader *loader, const struct config_key *key,
-                           yaml_event_t *value)
+static int
+load_command (struct config_loader *loader, const struct config_key *key, yaml_event_t *value)
 {
   if (value->type == YAML_SEQUENCE_START_EVENT)
     return load_command_list (loader, key, &value->start_mark);
@@ -401,7 +397,18 @@ load_entry (struct config_loader *loader, yaml_event_t *name, uint64_t *seen)
   cleanup_yaml_event yaml_event_t value = { 0 };
   if ((r = next_event (loader, &value)) < 0)
     return r;
-  return key->load (loader, key, &value);
+  switch (key->yaml)
+    {
+    case YAML_SCALAR:
+      return load_scalar (loader, key, &value);
+    case YAML_LIST:
+      return load_list (loader, key, &value);
+    case YAML_ENV:
+      return load_env (loader, key, &value);
+    case YAML_COMMAND:
+      return load_command (loader, key, &value);
+    }
+  return -EINVAL;
 }
 
 static int

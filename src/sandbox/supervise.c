@@ -46,14 +46,6 @@ struct loop
   uint64_t next_sample_ms;
 };
 
-uint64_t
-nsbox_now_ms (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Reads what is there; returns <0 on error, 0 at EOF (fd closed), 1 otherwise. */
 static int
 drain (int *fd, struct nsbox_capture *c)

@@ -45,9 +45,6 @@ int nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *streams,
                      struct nsbox_limits *limits, const struct nsbox_dispatch *dispatch,
                      struct nsbox_result *res, struct nsbox_error **err) NSBOX_INTERNAL;
 
-/* CLOCK_MONOTONIC in milliseconds. */
-uint64_t nsbox_now_ms (void) NSBOX_INTERNAL;
-
 /* The CPU time of the process tree under pid (every thread's children),
  * from /proc; UINT64_MAX when it cannot be read. */
 uint64_t nsbox_tree_cpu_usec (pid_t pid) NSBOX_INTERNAL;

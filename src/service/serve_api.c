@@ -392,14 +392,6 @@ outcome_of (const nsbox_result *res)
   return nsbox_result_exit_code (res) == 0 ? NSBOX_OUTCOME_OK : NSBOX_OUTCOME_NONZERO;
 }
 
-static double
-now_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Who sent a run, for the audit log: the peer's uid on the unix socket,
  * its address on TCP. */
 static void
@@ -503,7 +495,7 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
   int r = nsbox_pool_run_served (s->profiles[rr.profile].pool, rr.code, rr.code_len, rr.options,
                                  &res, &warm, &err);
   release (s, req);
-  double seconds = now_s () - req->start;
+  double seconds = nsbox_now_seconds () - req->start;
   json_decref (root);
   nsbox_run_options_free (rr.options);
   cleanup_free char *json = r >= 0 ? nsbox_result_to_json (res, &err) : NULL;
@@ -757,7 +749,7 @@ static enum MHD_Result
 first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, const char *method,
             struct request *req)
 {
-  req->start = now_s ();
+  req->start = nsbox_now_seconds ();
   nsbox_conns_headers_in (s->conns, c);
   /* Counted as bad requests by serve_conn.c. */
   if (nsbox_conns_answered (s->conns, c))

@@ -104,14 +104,6 @@ struct nsbox_conns
   bool thread_started;
 };
 
-static int64_t
-now_ms (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the list, under cs->lock ---- */
 
 static void
@@ -158,7 +150,7 @@ finish (struct nsbox_conns *cs, struct conn *c)
 static void
 linger (struct nsbox_conns *cs, struct conn *c, enum phase phase)
 {
-  int64_t now = now_ms ();
+  int64_t now = (int64_t)nsbox_now_ms ();
   shutdown (c->fd, SHUT_WR);
   if (c->phase != PHASE_REFUSED && phase == PHASE_LINGER)
     cs->stats.lingering++;
@@ -188,7 +180,7 @@ set_phase (struct nsbox_conns *cs, struct MHD_Connection *mc, enum phase phase, 
   if (c && !c->cut)
     {
       c->phase = phase;
-      c->deadline_ms = after_ms ? now_ms () + (int64_t)after_ms : 0;
+      c->deadline_ms = after_ms ? (int64_t)nsbox_now_ms () + (int64_t)after_ms : 0;
     }
   pthread_mutex_unlock (&cs->lock);
 }
@@ -287,7 +279,7 @@ nsbox_conns_request_line (void *cls, const char *uri, struct MHD_Connection *mc)
   if (c && !c->cut && c->phase == PHASE_IDLE)
     {
       c->phase = PHASE_HEADERS;
-      c->deadline_ms = now_ms () + (int64_t)cs->o.header_timeout_ms;
+      c->deadline_ms = (int64_t)nsbox_now_ms () + (int64_t)cs->o.header_timeout_ms;
     }
   pthread_mutex_unlock (&cs->lock);
   return NULL; /* the access handler makes its own request state */
@@ -427,7 +419,7 @@ take (struct nsbox_conns *cs, int fd, const struct sockaddr_storage *ss, socklen
     }
   c->fd = dup;
   c->phase = PHASE_HEADERS;
-  c->deadline_ms = now_ms () + (int64_t)cs->o.header_timeout_ms;
+  c->deadline_ms = (int64_t)nsbox_now_ms () + (int64_t)cs->o.header_timeout_ms;
   cs->open++;
   insert (cs, c);
   pthread_mutex_unlock (&cs->lock);
@@ -478,7 +470,7 @@ accept_all (struct nsbox_conns *cs)
             {
               pthread_mutex_lock (&cs->lock);
               set_listening (cs, false);
-              cs->relisten_ms = now_ms () + TICK_MS;
+              cs->relisten_ms = (int64_t)nsbox_now_ms () + TICK_MS;
               pthread_mutex_unlock (&cs->lock);
             }
           return;
@@ -500,7 +492,7 @@ drain (struct nsbox_conns *cs, struct conn *c)
       if (n > 0)
         {
           pthread_mutex_lock (&cs->lock);
-          c->quiet_ms = now_ms () + LINGER_QUIET_MS;
+          c->quiet_ms = (int64_t)nsbox_now_ms () + LINGER_QUIET_MS;
           pthread_mutex_unlock (&cs->lock);
           continue;
         }
@@ -519,7 +511,7 @@ drain (struct nsbox_conns *cs, struct conn *c)
 static void
 sweep (struct nsbox_conns *cs)
 {
-  int64_t now = now_ms ();
+  int64_t now = (int64_t)nsbox_now_ms ();
   pthread_mutex_lock (&cs->lock);
   for (struct conn *c = cs->head, *next; c; c = next)
     {
@@ -583,7 +575,7 @@ front (void *arg)
       pthread_mutex_unlock (&cs->lock);
       if (stopping)
         {
-          int64_t now = now_ms ();
+          int64_t now = (int64_t)nsbox_now_ms ();
           if (!final_until)
             final_until = now + FINAL_LINGER_MS;
           if (!any || now >= final_until)

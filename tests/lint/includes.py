@@ -122,10 +122,14 @@ def bodies(text):
     bodies, initializers) and macro definitions, not prototypes."""
     used = []
     depth = 0
+    in_macro = False
     for line in text.split("\n"):
-        if line.lstrip().startswith("#"):
-            if re.match(r"\s*#\s*define\b", line):
-                used.append(line.split(None, 2)[-1] if depth == 0 else line)
+        if in_macro or line.lstrip().startswith("#"):
+            if in_macro:
+                used.append(line)
+            elif re.match(r"\s*#\s*define\b", line):
+                used.append(line.split(None, 2)[-1])
+            in_macro = line.rstrip().endswith("\\")
             continue
         for ch in line:
             if ch == "{":
@@ -185,7 +189,7 @@ def main():
                     and target not in RT_PUBLIC:
                 bad.append("%s includes rootfs-tools' private %s" % (f, target))
             if not target.startswith("include/"):
-                out.setdefault(target, "includes")
+                out.setdefault(target, "includes " + os.path.basename(target))
         if f.startswith("include/"):
             continue  # the public interface: prototypes only
         for name in set(IDENT.findall(bodies(stripped[f]))):
