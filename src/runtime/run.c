@@ -1,6 +1,8 @@
-/* nsbox_run and the launch behind it: prepares the plan of one run, starts
- * the sandbox (native, or runsc through runsc.c) with its program waiting
- * on stdin, then supervises it with the code and collects the result. */
+/* The launch engine behind nsbox_run and the pool: prepares the plan of
+ * one run (rootfs, environment, filter, limits), starts the sandbox through
+ * its runtime's operations (launch_native.c, launch_runsc.c) with its
+ * program waiting on stdin, then has the runtime supervise it with the
+ * code, and fills what every result holds. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,7 +26,7 @@
 #include "error.h"
 #include "files.h"
 #include "image.h"
-#include "launch.h"
+#include "launch-private.h"
 #include "limit.h"
 #include "result.h"
 #include "runsc.h"
@@ -40,37 +42,6 @@
 static const char *const base_env[] = {
   "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
   "LANG=C.UTF-8",
-};
-
-struct nsbox_launch
-{
-  struct nsbox_plan plan;
-  struct nsbox_limits limits;
-  char *rootfs;
-  char **envp;
-  struct nsbox_image image; /* held while the image runs: no gc under it */
-  bool own_bpf;
-  char policy_sha256[NSBOX_SHA256_HEX]; /* of the BPF program, for the audit log */
-  char image_digest[80];                /* the image's manifest digest, or "" */
-  struct nsbox_pipes pipes;
-  int sync_fd; /* native: the launcher's end, where init's /tmp fd waits */
-  int tmp_fd;  /* init's /tmp, once received (while waiting for the listener) */
-  /* native: init's mount namespace, held from the start so that its
-   * teardown (every mount unmounted) comes with nsbox_launch_release, not
-   * with init's exit inside the run; -1 if it could not be opened. */
-  int mnt_ns_fd;
-  bool egress; /* network: proxy: init sends the proxy's listener too */
-  struct nsbox_egress *proxy;
-  enum nsbox_runtime runtime;
-  struct nsbox_runsc_job *job; /* runsc */
-  struct nsbox_child child;
-  struct nsbox_streams streams;
-  pid_t program;                             /* native: the program's host pid, once found */
-  uint64_t quiet_since_usec, quiet_cpu_usec; /* runsc: CPU time standing still */
-  bool waiting; /* runsc: was seen waiting once (gVisor's own timers use some CPU later) */
-  /* Every launch of the process, for fork (below). */
-  struct nsbox_launch *prev, *next;
-  bool foreign; /* this is a forked copy of the process that started it */
 };
 
 /* ---- fork ----
@@ -104,17 +75,13 @@ launches_child (void)
 {
   for (struct nsbox_launch *r = launches; r; r = r->next)
     {
-      int *fds[] = { &r->streams.stdin_fd,
-                     &r->streams.stdout_fd,
-                     &r->streams.stderr_fd,
-                     &r->streams.report_fd,
-                     &r->child.pidfd,
-                     &r->sync_fd,
-                     &r->tmp_fd,
-                     &r->mnt_ns_fd };
+      int *fds[] = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd,
+                     &r->streams.report_fd, &r->child.pidfd };
       for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
         if (*fds[i] >= 0)
           close (TAKE_FD (*fds[i]));
+      if (r->ops && r->ops->forked)
+        r->ops->forked (r);
       nsbox_pipes_close (&r->pipes);
       r->foreign = true;
     }
@@ -171,10 +138,8 @@ launch_release (struct nsbox_launch *r)
   nsbox_spawn_abort (&r->child);
   /* The mounts go first: their tmpfs pages are charged to the cgroups, and
    * the image stays locked while it is mounted. */
-  if (r->mnt_ns_fd >= 0)
-    close (TAKE_FD (r->mnt_ns_fd));
-  if (r->tmp_fd >= 0)
-    close (TAKE_FD (r->tmp_fd));
+  if (r->ops && r->ops->release)
+    r->ops->release (r);
   nsbox_limits_release (&r->limits);
   if (r->own_bpf)
     nsbox_bpf_release (&r->plan.bpf);
@@ -188,8 +153,6 @@ launch_release (struct nsbox_launch *r)
   nsbox_image_release (&r->image);
   nsbox_pipes_close (&r->pipes);
   nsbox_inputs_close (&r->plan.inputs);
-  if (r->sync_fd >= 0)
-    close (r->sync_fd);
   json_decref (nsbox_egress_stop (r->proxy, false));
   free (r);
 }
@@ -372,59 +335,21 @@ check_caller (struct nsbox_error **err)
   return 0;
 }
 
-static void __attribute__ ((noreturn)) native_init (void *plan) { nsbox_child_main (plan); }
-
-/* The cgroup v1 groups are made while the child builds its mounts (both
- * take a while; the child joins them before it forks the program). */
-static int
-start_native (struct nsbox_launch *r, const nsbox_config *limits_c, struct nsbox_error **err)
-{
-  int ret = nsbox_pipes_open (&r->pipes, err);
-  if (ret < 0)
-    return ret;
-  int ends[5];
-  nsbox_pipes_child_ends (&r->pipes, ends);
-  r->plan.stdin_fd = ends[NSBOX_CHANNEL_STDIN];
-  r->plan.stdout_fd = ends[NSBOX_CHANNEL_STDOUT];
-  r->plan.stderr_fd = ends[NSBOX_CHANNEL_STDERR];
-  r->plan.report_fd = ends[NSBOX_CHANNEL_REPORT];
-  r->plan.sync_fd = ends[NSBOX_CHANNEL_SYNC];
-  struct nsbox_spawn spawn = {
-    .namespaces = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-                  | (r->limits.v2_fd >= 0 ? CLONE_NEWCGROUP : 0),
-    .cgroup_fd = r->limits.v2_fd,
-    .child_main = native_init,
-    .arg = &r->plan,
-    .uid = r->plan.uid,
-    .gid = r->plan.gid,
-    .caller_undumpable = r->plan.caller_undumpable,
-    .pipes = &r->pipes,
-    .mnt_ns_fd = &r->mnt_ns_fd,
-  };
-  if ((ret = nsbox_spawn (&spawn, &r->child, err)) < 0)
-    return ret;
-  nsbox_pipes_close_child_ends (&r->pipes);
-  /* The child has its copies of the inputs. */
-  nsbox_inputs_close (&r->plan.inputs);
-  r->sync_fd = TAKE_FD (r->pipes.fds[2 * NSBOX_CHANNEL_SYNC + 1]);
-  if ((ret = nsbox_limits_attach (&r->limits, limits_c, &r->plan, err)) < 0
-      || (ret = nsbox_spawn_send_limits (r->sync_fd, &r->plan, err)) < 0)
-    {
-      nsbox_spawn_abort (&r->child);
-      return ret;
-    }
-  nsbox_limits_close_tasks (&r->limits, &r->plan);
-  r->streams = nsbox_pipes_take_streams (&r->pipes);
-  return 0;
-}
-
-static void
-close_streams (struct nsbox_streams *s)
+void
+nsbox_launch_close_streams (struct nsbox_streams *s)
 {
   int *fds[] = { &s->stdin_fd, &s->stdout_fd, &s->stderr_fd, &s->report_fd };
   for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
     if (*fds[i] >= 0)
       close (TAKE_FD (*fds[i]));
+}
+
+int
+nsbox_launch_refuse_output_dir (struct nsbox_error **err)
+{
+  return nsbox_error_set (err, EINVAL,
+                          "output-dir is not available with runtime runsc (the sandbox's /tmp "
+                          "lives inside gVisor, out of the launcher's reach)");
 }
 
 enum nsbox_runtime
@@ -433,14 +358,6 @@ nsbox_launch_resolve_runtime (const nsbox_config *c)
   if (c->runtime == NSBOX_RUNTIME_AUTO)
     return nsbox_runsc_usable (c) ? NSBOX_RUNTIME_RUNSC : NSBOX_RUNTIME_NATIVE;
   return c->runtime;
-}
-
-static int
-refuse_output_dir (struct nsbox_error **err)
-{
-  return nsbox_error_set (err, EINVAL,
-                          "output-dir is not available with runtime runsc (the sandbox's /tmp "
-                          "lives inside gVisor, out of the launcher's reach)");
 }
 
 int
@@ -453,121 +370,7 @@ nsbox_launch_check_files (const nsbox_config *c, enum nsbox_runtime runtime, boo
     return nsbox_error_set (err, EINVAL,
                             "inputs are not available with runtime runsc (only the native "
                             "runtime places them in /mnt/in)");
-  return output_dir ? refuse_output_dir (err) : 0;
-}
-
-/* An fd init sent on the sync channel, in a message of one tag byte; -1
- * when none is there yet (never blocks) or anything is wrong. */
-static int
-receive_fd (int sync_fd, char *tag_out)
-{
-  union
-  {
-    char buf[CMSG_SPACE (sizeof (int))];
-    struct cmsghdr align;
-  } control;
-  char tag = 0;
-  struct iovec iov = { &tag, 1 };
-  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  *tag_out = 0;
-  if (sync_fd < 0 || recvmsg (sync_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
-    return -1;
-  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
-  if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS
-      || cm->cmsg_len < CMSG_LEN (sizeof (int)))
-    return -1;
-  int fd;
-  memcpy (&fd, CMSG_DATA (cm), sizeof fd);
-  /* One fd is all init sends; close any other that came along. */
-  for (size_t i = 1; i < (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int); i++)
-    {
-      int extra;
-      memcpy (&extra, CMSG_DATA (cm) + i * sizeof (int), sizeof extra);
-      close (extra);
-    }
-  if (cm->cmsg_len != CMSG_LEN (sizeof (int)))
-    {
-      close (fd);
-      return -1;
-    }
-  if (msg.msg_flags & MSG_CTRUNC)
-    {
-      close (fd);
-      return -1;
-    }
-  *tag_out = tag;
-  return fd;
-}
-
-/* The fd of the sandbox's /tmp that init sent while it built its mounts,
- * or -1. */
-static int
-receive_tmp_fd (struct nsbox_launch *r)
-{
-  if (r->tmp_fd >= 0)
-    return TAKE_FD (r->tmp_fd);
-  char tag;
-  int fd = receive_fd (r->sync_fd, &tag);
-  if (fd >= 0 && tag != 't')
-    {
-      close (fd);
-      return -1;
-    }
-  return fd;
-}
-
-/* network: proxy. init sends the listener after /tmp, before it starts the
- * program: wait for it while init lives, up to the run's timeout. 0 when
- * init ended or failed a step first (the supervision reports why). */
-static int
-receive_listener (struct nsbox_launch *r, uint64_t timeout_ms, struct nsbox_error **err)
-{
-  uint64_t deadline = nsbox_now_ms () + timeout_ms;
-  bool last_look = false;
-  for (;;)
-    {
-      char tag;
-      int fd = receive_fd (r->sync_fd, &tag);
-      if (fd >= 0 && tag == 'l')
-        return fd;
-      if (fd >= 0 && tag == 't' && r->tmp_fd < 0)
-        {
-          r->tmp_fd = fd;
-          continue;
-        }
-      if (fd >= 0)
-        {
-          close (fd);
-          return nsbox_error_set (err, EPROTO, "egress proxy: init sent an unexpected fd");
-        }
-      if (last_look)
-        return 0;
-      uint64_t now = nsbox_now_ms ();
-      if (now >= deadline)
-        return nsbox_error_set (err, ETIMEDOUT,
-                                "egress proxy: the sandbox's listener did not arrive");
-      struct pollfd p[2] = { { r->sync_fd, POLLIN, 0 }, { r->child.pidfd, POLLIN, 0 } };
-      int n = poll (p, 2, (int)(deadline - now));
-      if (n < 0 && errno != EINTR)
-        return nsbox_error_sys (err, errno, "egress proxy: wait for the listener");
-      /* init is gone, or its end of the channel: one more look at what it
-       * sent before. */
-      if (n > 0 && (p[1].revents || (p[0].revents & (POLLHUP | POLLERR))))
-        last_look = true;
-    }
-}
-
-/* After the run, when nothing of the sandbox is left running. */
-static int
-collect_outputs (struct nsbox_launch *r, const struct nsbox_dispatch *d, struct nsbox_result *res,
-                 struct nsbox_error **err)
-{
-  cleanup_close int tmp_fd = receive_tmp_fd (r);
-  if (tmp_fd < 0)
-    return nsbox_error_set (err, EPROTO, "collect outputs: the sandbox's /tmp did not arrive");
-  return nsbox_collect_outputs (tmp_fd, d->output_dir_fd, res, err);
+  return output_dir ? nsbox_launch_refuse_output_dir (err) : 0;
 }
 
 int
@@ -580,15 +383,16 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
   if (!r)
     return nsbox_error_oom (err);
   r->image.lock_fd = -1;
-  r->sync_fd = -1;
-  r->tmp_fd = -1;
-  r->mnt_ns_fd = -1;
+  r->native.sync_fd = -1;
+  r->native.tmp_fd = -1;
+  r->native.mnt_ns_fd = -1;
   r->child = (struct nsbox_child){ -1, -1 };
   r->streams = (struct nsbox_streams){ -1, -1, -1, -1 };
   nsbox_limits_init (&r->limits);
   nsbox_pipes_init (&r->pipes);
   launch_register (r);
   r->runtime = nsbox_launch_resolve_runtime (c);
+  r->ops = r->runtime == NSBOX_RUNTIME_RUNSC ? &nsbox_runsc_ops : &nsbox_native_ops;
   r->egress = nsbox_egress_wanted (c);
   if ((ret = nsbox_launch_check_files (c, r->runtime, c->output_dir != NULL, err)) < 0
       || (ret = nsbox_egress_check (c, r->runtime == NSBOX_RUNTIME_RUNSC, err)) < 0)
@@ -597,14 +401,11 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
       return ret;
     }
   struct nsbox_config limits_view = *c;
-  if (r->runtime == NSBOX_RUNTIME_RUNSC)
-    nsbox_runsc_host_limits (&limits_view);
+  if (r->ops->host_limits)
+    r->ops->host_limits (&limits_view);
   ret = prepare_plan (r, &limits_view, err);
-  if (ret >= 0 && r->runtime == NSBOX_RUNTIME_RUNSC
-      && (ret = nsbox_limits_attach (&r->limits, &limits_view, &r->plan, err)) >= 0)
-    ret = nsbox_runsc_start (&r->plan, &r->limits, c, &r->job, &r->child, &r->streams, err);
-  else if (ret >= 0 && r->runtime != NSBOX_RUNTIME_RUNSC)
-    ret = start_native (r, &limits_view, err);
+  if (ret >= 0)
+    ret = r->ops->start (r, c, &limits_view, err);
   if (ret < 0)
     {
       launch_release (r);
@@ -614,17 +415,16 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
   return 0;
 }
 
-/* Kills what runs of the sandbox and reaps its init. */
-static void
-launch_kill (struct nsbox_launch *r)
+void
+nsbox_launch_kill (struct nsbox_launch *r)
 {
   /* cgroup.kill where there is one; else the kill of init (PID 1 of its
    * namespace) in nsbox_spawn_abort takes the rest. */
   nsbox_limits_kill (&r->limits);
-  close_streams (&r->streams);
+  nsbox_launch_close_streams (&r->streams);
   nsbox_spawn_abort (&r->child);
-  if (r->job)
-    nsbox_runsc_discard (TAKE_PTR (r->job));
+  if (r->ops->kill)
+    r->ops->kill (r);
 }
 
 int
@@ -634,35 +434,7 @@ nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
   if (r->foreign)
     return nsbox_error_set (err, ECHILD,
                             "this sandbox was started by the process this one forked from");
-  int ret;
-  if (r->job && d->output_dir_fd >= 0)
-    {
-      launch_kill (r);
-      return refuse_output_dir (err);
-    }
-  if (r->job)
-    ret = nsbox_runsc_finish (TAKE_PTR (r->job), &r->child, &r->streams, &r->limits, d, res, err);
-  else
-    {
-      if (r->proxy)
-        {
-          ret = receive_listener (r, d->timeout_ms + 10000, err);
-          if (ret > 0)
-            ret = nsbox_egress_start (r->proxy, ret, err);
-          if (ret < 0)
-            {
-              launch_kill (r);
-              return ret;
-            }
-        }
-      ret = nsbox_supervise (&r->child, &r->streams, &r->limits, d, res, err);
-      if (r->proxy)
-        res->egress = nsbox_egress_stop (TAKE_PTR (r->proxy),
-                                         ret >= 0 && !res->timed_out && !res->oom_killed);
-      nsbox_limits_collect (&r->limits, res);
-      if (ret >= 0 && d->output_dir_fd >= 0)
-        ret = collect_outputs (r, d, res, err);
-    }
+  int ret = r->ops->finish (r, d, res, err);
   for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
     res->limits[i] = r->limits.mech[i];
   res->runtime = nsbox_launch_runtime (r);
@@ -684,14 +456,14 @@ nsbox_launch_destroy (struct nsbox_launch *r)
   if (!r)
     return;
   if (!r->foreign)
-    launch_kill (r);
+    nsbox_launch_kill (r);
   launch_release (r);
 }
 
 const char *
 nsbox_launch_runtime (const struct nsbox_launch *r)
 {
-  return r->runtime == NSBOX_RUNTIME_RUNSC ? "runsc" : "native";
+  return r->ops->name;
 }
 
 /* ---- what an idle sandbox is doing, seen from the host ---- */
@@ -704,40 +476,6 @@ nsbox_launch_cpu_usec (struct nsbox_launch *r)
     return usec;
   return nsbox_tree_cpu_usec (r->child.pid);
 }
-
-/* Native: the one child of init is the program. */
-static pid_t
-find_program (pid_t init)
-{
-  char path[64], buf[64];
-  snprintf (path, sizeof path, "/proc/%d/task/%d/children", (int)init, (int)init);
-  if (nsbox_read_small (path, buf, sizeof buf) < 0)
-    return -1;
-  char *end;
-  long pid = strtol (buf, &end, 10);
-  if (end == buf || pid <= 0 || (*end != ' ' && *end != '\0') || strchr (end + 1, ' '))
-    return -1;
-  return (pid_t)pid;
-}
-
-/* Whether the program sits in read(0, ...): /proc/PID/syscall is
- * "NR ARG0 ..." while it blocks in a system call. */
-static bool
-program_reads_stdin (pid_t pid)
-{
-  char path[64], buf[256];
-  snprintf (path, sizeof path, "/proc/%d/syscall", (int)pid);
-  if (nsbox_read_small (path, buf, sizeof buf) < 0)
-    return false;
-  char *end;
-  long nr = strtol (buf, &end, 10);
-  return end != buf && nr == SYS_read && strncmp (end, " 0x0 ", 5) == 0;
-}
-
-/* How long runsc's processes must use no CPU before the program inside
- * gVisor counts as waiting on its stdin, and how much counts as none. */
-#define RUNSC_QUIET_USEC 30000
-#define RUNSC_QUIET_TOLERANCE_USEC 1500
 
 enum nsbox_launch_state
 nsbox_launch_probe (struct nsbox_launch *r)
@@ -753,26 +491,7 @@ nsbox_launch_probe (struct nsbox_launch *r)
     return NSBOX_LAUNCH_STARTING;
   if (n != 0)
     return NSBOX_LAUNCH_BROKEN;
-  if (!r->job)
-    {
-      if (r->program <= 0)
-        r->program = find_program (r->child.pid);
-      return r->program > 0 && program_reads_stdin (r->program) ? NSBOX_LAUNCH_WAITING
-                                                                : NSBOX_LAUNCH_STARTING;
-    }
-  if (r->waiting)
-    return NSBOX_LAUNCH_WAITING;
-  if (!nsbox_runsc_helper_started (r->job))
-    return NSBOX_LAUNCH_STARTING;
-  uint64_t now = nsbox_now_ms () * 1000, cpu = nsbox_launch_cpu_usec (r);
-  if (r->quiet_since_usec == 0 || cpu - r->quiet_cpu_usec > RUNSC_QUIET_TOLERANCE_USEC)
-    {
-      r->quiet_since_usec = now;
-      r->quiet_cpu_usec = cpu;
-      return NSBOX_LAUNCH_STARTING;
-    }
-  r->waiting = now - r->quiet_since_usec >= RUNSC_QUIET_USEC;
-  return r->waiting ? NSBOX_LAUNCH_WAITING : NSBOX_LAUNCH_STARTING;
+  return r->ops->probe (r);
 }
 
 int
