@@ -618,118 +618,223 @@ nsbox_config_key_get (const nsbox_config *config, const struct config_key *key)
 #define LIST .yaml = YAML_LIST
 
 static const struct config_key config_keys[] = {
-  { "image", STRING (image, image_valid), SCALAR,
-    .help = "OCI image reference (default python:3.12-slim)",
+  { "image",
+    .doc = "The OCI image the sandbox runs, resolved through the image store (see nsbox-image(1)) "
+           "and pulled per pull; the image config's Env becomes the base environment. Ignored when "
+           "rootfs is set.",
+    STRING (image, image_valid), SCALAR, .help = "OCI image reference (default python:3.12-slim)",
     .expected = "an image reference such as python:3.12-slim" },
-  { "rootfs", STRING (rootfs, NULL), SCALAR, .flags = KEY_NULLABLE,
+  { "rootfs",
+    .doc = "An unpacked root filesystem directory, used instead of the image. It must hold /tmp, "
+           "/proc and /dev as directories (not symlinks); it is mounted read-only.",
+    STRING (rootfs, NULL), SCALAR, .flags = KEY_NULLABLE,
     .help = "unpacked root filesystem directory, used instead of the image (default unset)",
     .expected = "a directory" },
-  { "runtime", CUSTOM (runtime), SCALAR, .help = "native, runsc or auto (default native)",
+  { "runtime",
+    .doc = "native: the sandbox is built from namespaces, cgroups, seccomp and capabilities by "
+           "nsbox itself. runsc: the same job runs under gVisor. auto: runsc when its cached "
+           "self-check passed, else native.",
+    CUSTOM (runtime), SCALAR, .help = "native, runsc or auto (default native)",
     .expected = "native, runsc or auto" },
-  { "timeout", NUMBER (timeout_ms, nsbox_parse_duration, 1, TIMEOUT_MAX_MS, nsbox_format_duration),
-    SCALAR, .help = "wall-clock limit for the whole run, such as 500ms, 5s or 1m (default 5s)",
+  { "timeout",
+    .doc = "The wall clock for the whole run, from the code being fed to the last process gone "
+           "(500ms, 5s, 1m). At timeout every process of the sandbox is killed and the result says "
+           "timed_out; the exit status is 124.",
+    NUMBER (timeout_ms, nsbox_parse_duration, 1, TIMEOUT_MAX_MS, nsbox_format_duration), SCALAR,
+    .help = "wall-clock limit for the whole run, such as 500ms, 5s or 1m (default 5s)",
     .expected = "a duration such as 5s or 500ms, at most 24h" },
-  { "memory", NUMBER (memory_bytes, nsbox_parse_size, 1, UINT64_MAX, nsbox_format_size), SCALAR,
+  { "memory",
+    .doc
+    = "The memory limit of the sandbox (512k, 64m, 1g; powers of 1024), with swap disabled. Past "
+      "it the kernel kills the program and the result says oom_killed; the exit status is 137.",
+    NUMBER (memory_bytes, nsbox_parse_size, 1, UINT64_MAX, nsbox_format_size), SCALAR,
     .help = "memory limit, swap disabled (default 256m)", .expected = "a size such as 256m" },
   { "cpus",
+    .doc = "CPU bandwidth in CPUs (a cpu.max quota over a 100 ms period): 0.5 is half of one CPU.",
     NUMBER (cpus_milli, nsbox_parse_cpus, CPUS_MIN_MILLI, CPUS_MAX_MILLI, nsbox_format_cpus),
     SCALAR, .help = "CPU bandwidth in CPUs, such as 0.5 or 2 (default 0.5)",
     .expected = "a number of CPUs from 0.01 to 1024 such as 0.5" },
-  { "pids-limit", NUMBER (pids_limit, nsbox_parse_count, 1, PIDS_MAX, format_count), SCALAR,
+  { "pids-limit",
+    .doc = "Tasks (processes and threads) the sandbox may hold at once; a fork past it fails with "
+           "EAGAIN.",
+    NUMBER (pids_limit, nsbox_parse_count, 1, PIDS_MAX, format_count), SCALAR,
     .help = "maximum number of tasks (default 64)",
     .expected = "a whole number from 1 to 4194304" },
   { "max-output-bytes",
+    .doc = "The cap on captured output, for stdout and stderr each. Past it the bytes are read and "
+           "dropped (the program never blocks) and the result says how many were omitted.",
     NUMBER (max_output_bytes, nsbox_parse_size_or_zero, 0, MAX_OUTPUT_MAX, format_count), SCALAR,
     .help = "cap on captured bytes, stdout and stderr each (default 65536)",
     .expected = "a size from 0 to 1g such as 65536" },
-  { "output-capture", CUSTOM (output_capture), SCALAR,
+  { "output-capture",
+    .doc = "Past max-output-bytes, head-tail keeps the first and the last half of the cap around a "
+           "marker line saying how much was omitted; head keeps only the first max-output-bytes.",
+    CUSTOM (output_capture), SCALAR,
     .help = "past max-output-bytes keep the head, or the head and the tail (default head-tail)",
     .expected = "head or head-tail" },
-  { "tmp-size", NUMBER (tmp_size_bytes, nsbox_parse_size, 1, UINT64_MAX, nsbox_format_size), SCALAR,
+  { "tmp-size",
+    .doc = "The size of the writable tmpfs at /tmp, and of /dev/shm. The rest of the filesystem is "
+           "read-only.",
+    NUMBER (tmp_size_bytes, nsbox_parse_size, 1, UINT64_MAX, nsbox_format_size), SCALAR,
     .help = "size of the writable tmpfs at /tmp (default 64m)", .expected = "a size such as 64m" },
-  { "network", STRING (network, network_valid), SCALAR,
+  { "network",
+    .doc = "none: a private network namespace with loopback only. proxy: the same, plus the "
+           "launcher's egress proxy on the sandbox's 127.0.0.1:3128, which reaches only the names "
+           "of egress-allow (HTTP CONNECT with a matching TLS server name, or plain HTTP).",
+    STRING (network, network_valid), SCALAR,
     .help = "none: loopback only; proxy: only through the launcher's egress proxy (default none)",
     .expected = "none or proxy" },
-  { "egress-allow", CUSTOM (egress_allow), LIST, .flags = KEY_REPEATABLE | KEY_NULLABLE,
+  { "egress-allow",
+    .doc = "With network: proxy, a host name (pypi.org), or *. and a host name (*.example.com: "
+           "every name below it, not the name itself), that the sandbox may reach. Never an IP "
+           "address: the proxy resolves each name once and refuses private, loopback, link-local "
+           "and other special addresses unless egress-resolve pins them.",
+    CUSTOM (egress_allow), LIST, .flags = KEY_REPEATABLE | KEY_NULLABLE,
     .help = "network proxy: a host name, or *.name for the names below it, the sandbox may reach, "
             "repeatable",
     .expected = "a host name such as pypi.org or *.example.com, never an IP address" },
-  { "egress-resolve", CUSTOM (egress_resolve), LIST, .flags = KEY_REPEATABLE | KEY_NULLABLE,
+  { "egress-resolve",
+    .doc = "With network: proxy, NAME=ADDRESS pins an allowed name to an address "
+           "(mirror.internal=10.1.2.3): the only way to reach a private address. A second pin of a "
+           "name replaces the first.",
+    CUSTOM (egress_resolve), LIST, .flags = KEY_REPEATABLE | KEY_NULLABLE,
     .help = "network proxy: NAME=ADDRESS pins an allowed name to an address (the only way to a "
             "private one), repeatable",
     .expected = "NAME=ADDRESS such as mirror.internal=10.1.2.3" },
-  { "egress-ports", CUSTOM (egress_ports), LIST, .flags = KEY_REPEATABLE | KEY_NULLABLE,
+  { "egress-ports",
+    .doc = "With network: proxy, a port the proxy connects to. The first use replaces the default "
+           "(80 and 443); an empty value restores it.",
+    CUSTOM (egress_ports), LIST, .flags = KEY_REPEATABLE | KEY_NULLABLE,
     .help = "network proxy: a port the proxy connects to, repeatable (default 80 and 443)",
     .expected = "a port from 1 to 65535" },
-  { "egress-connections", NUMBER (egress_connections, nsbox_parse_count, 1, 1000000, format_count),
-    SCALAR, .help = "network proxy: connections a run may open in all (default 64)",
+  { "egress-connections",
+    .doc
+    = "With network: proxy, the connections a run may open in all; past it the proxy answers 403.",
+    NUMBER (egress_connections, nsbox_parse_count, 1, 1000000, format_count), SCALAR,
+    .help = "network proxy: connections a run may open in all (default 64)",
     .expected = "a whole number from 1 to 1000000" },
-  { "egress-concurrent", NUMBER (egress_concurrent, nsbox_parse_count, 1, 1024, format_count),
-    SCALAR, .help = "network proxy: connections open at once (default 8)",
+  { "egress-concurrent",
+    .doc = "With network: proxy, the connections open at once; past it the proxy answers 403.",
+    NUMBER (egress_concurrent, nsbox_parse_count, 1, 1024, format_count), SCALAR,
+    .help = "network proxy: connections open at once (default 8)",
     .expected = "a whole number from 1 to 1024" },
-  { "egress-bytes", NUMBER (egress_bytes, nsbox_parse_size, 1, UINT64_MAX, nsbox_format_size),
-    SCALAR, .help = "network proxy: bytes a run may send, and receive, in all (default 256m)",
+  { "egress-bytes",
+    .doc = "With network: proxy, the bytes a run may send, and receive, in all (each way); past it "
+           "the connection is cut.",
+    NUMBER (egress_bytes, nsbox_parse_size, 1, UINT64_MAX, nsbox_format_size), SCALAR,
+    .help = "network proxy: bytes a run may send, and receive, in all (default 256m)",
     .expected = "a size such as 256m" },
   { "egress-idle-timeout",
+    .doc = "With network: proxy, a connection with no byte either way for this long is closed "
+           "(bytes the kernel still hands on from the proxy's socket buffers count as moving).",
     NUMBER (egress_idle_ms, nsbox_parse_duration, 1, TIMEOUT_MAX_MS, nsbox_format_duration), SCALAR,
     .help = "network proxy: a connection with no bytes either way this long is closed (default "
             "30s)",
     .expected = "a duration such as 30s, at most 24h" },
-  { "user", CUSTOM (user), SCALAR, .help = "uid:gid inside the sandbox (default 65534:65534)",
+  { "user",
+    .doc = "The uid:gid of the program inside the sandbox (a single number sets both). Run by "
+           "root, the sandbox user maps to an unprivileged host id, never to host uid 0.",
+    CUSTOM (user), SCALAR, .help = "uid:gid inside the sandbox (default 65534:65534)",
     .expected = "uid:gid or uid, numbers from 0 to 4294967294" },
-  { "env", CUSTOM (env), .yaml = YAML_ENV, .flags = KEY_REPEATABLE,
+  { "env",
+    .doc = "NAME=VALUE added to the base environment (the image's Env; for a bare rootfs PATH and "
+           "LANG=C.UTF-8). A later entry of the same name replaces an earlier one. Nothing from "
+           "the host's environment enters the sandbox, ever.",
+    CUSTOM (env), .yaml = YAML_ENV, .flags = KEY_REPEATABLE,
     .help = "NAME=VALUE added to the environment, repeatable (default HOME=/tmp)",
     .expected = "NAME=VALUE with a name of letters, digits and underscores not starting with a "
                 "digit" },
-  { "command", CUSTOM (command), .yaml = YAML_COMMAND, .flags = KEY_REPEATABLE,
+  { "command",
+    .doc = "The program and its arguments, run with the code on its standard input. In YAML a list "
+           "replacing the default; on the command line, the words after --.",
+    CUSTOM (command), .yaml = YAML_COMMAND, .flags = KEY_REPEATABLE,
     .help = "argument appended to the command, repeatable (default python -)",
     .expected = "an argument" },
-  { "inputs", CUSTOM (inputs), LIST, .flags = KEY_REPEATABLE | KEY_NULLABLE,
+  { "inputs",
+    .doc = "PATH[:NAME]: a regular file copied read-only to /mnt/in/NAME in the sandbox (NAME "
+           "defaults to the file's basename). The launcher opens each file before the sandbox "
+           "exists; at most 64 files and 64 MiB in all. Native runtime only.",
+    CUSTOM (inputs), LIST, .flags = KEY_REPEATABLE | KEY_NULLABLE,
     .help = "PATH[:NAME]: a file copied read-only to /mnt/in/NAME, repeatable (flag --input)",
     .expected = "PATH or PATH:NAME, NAME without '/', ':' or control characters" },
-  { "output-dir", STRING (output_dir, NULL), SCALAR, .flags = KEY_NULLABLE,
+  { "output-dir",
+    .doc = "The directory that receives the regular files the program leaves in /tmp/out, copied "
+           "after the sandbox is gone with their sizes and SHA-256 digests in the result. A "
+           "missing directory is created 0700 with its parents; a file or a symlink there is "
+           "refused before the run. Native runtime only.",
+    STRING (output_dir, NULL), SCALAR, .flags = KEY_NULLABLE,
     .help = "directory that receives the files the program leaves in /tmp/out (default unset)",
     .expected = "a directory" },
-  { "strict", BOOLEAN (strict), SCALAR, .flags = KEY_BOOLEAN,
+  { "strict",
+    .doc = "Refuse to run (exit status 125) when memory, cpus or pids-limit cannot be enforced by "
+           "a cgroup, instead of falling back to rlimits and saying so in the result's limits.",
+    BOOLEAN (strict), SCALAR, .flags = KEY_BOOLEAN,
     .help = "refuse to run when a limit cannot be enforced (default false)",
     .expected = "true, false, yes, no, 1 or 0" },
-  { "seccomp-policy", STRING (seccomp_policy, NULL), SCALAR, .flags = KEY_NULLABLE,
+  { "seccomp-policy",
+    .doc = "A seccomp policy YAML file (its format is policies/POLICY.md) instead of the built-in "
+           "policy (policies/default.yaml); see nsbox-security(7).",
+    STRING (seccomp_policy, NULL), SCALAR, .flags = KEY_NULLABLE,
     .help = "seccomp policy YAML file (default the built-in policy)", .expected = "a file" },
-  { "pull", CUSTOM (pull), SCALAR,
-    .help = "pull the image: missing, always or never (default missing)",
+  { "pull",
+    .doc = "When to pull the image from its registry: missing (only when the store lacks it), "
+           "always, or never (a missing image is an error).",
+    CUSTOM (pull), SCALAR, .help = "pull the image: missing, always or never (default missing)",
     .expected = "missing, always or never" },
-  { "store", STRING (store, NULL), SCALAR, .flags = KEY_NULLABLE,
+  { "store",
+    .doc = "The image store directory: by default $NSBOX_STORE, else /var/lib/nsbox for root, else "
+           "${XDG_CACHE_HOME:-~/.cache}/nsbox.",
+    STRING (store, NULL), SCALAR, .flags = KEY_NULLABLE,
     .help = "image store directory (default $NSBOX_STORE, else the per-user cache)",
     .expected = "a directory" },
-  { "audit-log", STRING (audit_log, audit_log_valid), SCALAR, .flags = KEY_NULLABLE,
+  { "audit-log",
+    .doc = "Appends one JSON Lines record per run to this file (created 0600, each record chained "
+           "to the previous one by its SHA-256), or to fd:N, a descriptor the caller holds open. A "
+           "run whose record cannot be written fails; see nsbox audit verify.",
+    STRING (audit_log, audit_log_valid), SCALAR, .flags = KEY_NULLABLE,
     .help = "append a JSON Lines record of each run to this file, or fd:N (default unset)",
     .expected = "a file path or fd:N" },
-  { "audit-code", BOOLEAN (audit_code), SCALAR, .flags = KEY_BOOLEAN,
+  { "audit-code",
+    .doc = "The audit record also holds the code and its output, not only their digests and sizes.",
+    BOOLEAN (audit_code), SCALAR, .flags = KEY_BOOLEAN,
     .help = "the audit record also holds the code and its output (default false)",
     .expected = "true, false, yes, no, 1 or 0" },
-  { "session", STRING (session, session_valid_or_empty), SCALAR, .flags = KEY_NULLABLE,
+  { "session",
+    .doc = "The caller's session id (1 to 128 of A-Za-z0-9._:@+=/-), written in the audit log and "
+           "the key of the quotas.",
+    STRING (session, session_valid_or_empty), SCALAR, .flags = KEY_NULLABLE,
     .help = "the caller's session id, for the audit log and the quotas (default unset)",
     .expected = "1 to 128 letters, digits and ._:@+=/-" },
   { "quota-runs-per-minute",
+    .doc
+    = "Runs a session may start per minute, in bursts of as many (a token bucket). A refused run "
+      "starts nothing; its result names the quota and when to retry, and the exit status is 75.",
     NUMBER (quota_runs_per_minute, nsbox_parse_count, 1, QUOTA_RATE_MAX, format_count), SCALAR,
     .flags = KEY_NULLABLE,
     .help = "runs a session may start per minute, in bursts of as many (default unset: no limit)",
     .expected = "a whole number from 1 to 1000000" },
   { "quota-concurrent",
+    .doc = "Runs of one session at once; a run past it is refused before it starts.",
     NUMBER (quota_concurrent, nsbox_parse_count, 1, NSBOX_QUOTA_FLIGHTS_MAX, format_count), SCALAR,
     .flags = KEY_NULLABLE, .help = "runs of a session at once (default unset: no limit)",
     .expected = "a whole number from 1 to 1024" },
   { "quota-cpu-time",
+    .doc = "CPU time the runs of a session may use per quota-window (10m). A run is admitted only "
+           "while the session has time left, and its own limit is cut to what is left.",
     NUMBER (quota_cpu_ms, nsbox_parse_duration, 1, QUOTA_TIME_MAX_MS, nsbox_format_duration),
     SCALAR, .flags = KEY_NULLABLE,
     .help = "CPU time a session may use per quota-window, such as 10m (default unset: no limit)",
     .expected = "a duration such as 10m, at most 8760h" },
   { "quota-wall-time",
+    .doc = "Run time (wall clock) the runs of a session may use per quota-window (1h), counted "
+           "like quota-cpu-time.",
     NUMBER (quota_wall_ms, nsbox_parse_duration, 1, QUOTA_TIME_MAX_MS, nsbox_format_duration),
     SCALAR, .flags = KEY_NULLABLE,
     .help = "run time a session may use per quota-window, such as 1h (default unset: no limit)",
     .expected = "a duration such as 1h, at most 8760h" },
   { "quota-window",
+    .doc
+    = "The rolling window over which quota-cpu-time and quota-wall-time are counted (1s to 744h).",
     NUMBER (quota_window_ms, nsbox_parse_duration, QUOTA_WINDOW_MIN_MS, QUOTA_WINDOW_MAX_MS,
             nsbox_format_duration),
     SCALAR, .help = "the rolling window of quota-cpu-time and quota-wall-time (default 1h)",

@@ -55,6 +55,7 @@ struct config_key
   const char *name;
   const char *expected; /* what a valid value looks like, for messages */
   const char *help;     /* one line for the CLI's --help */
+  const char *doc;      /* its entry in nsbox.yaml(5) */
   unsigned flags;
   enum config_key_kind kind;
   size_t offset; /* NUMBER, STRING, BOOLEAN: the field in nsbox_config */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_keys.h"
 #include "error.h"
 #include "util.h"
 
@@ -760,6 +761,23 @@ Test (config, get_output_parses_back_to_the_same_value, .timeout = 5)
   cr_expect_eq (other->memory_bytes, 3ULL << 29);
   nsbox_config_free (config);
   nsbox_config_free (other);
+}
+
+/* nsbox.yaml(5) is written from the rows: each documents its key (a row
+ * without .doc fails the build of the page too), and the rows are the keys
+ * the library knows, in the same order. */
+Test (config, every_key_of_the_table_has_its_documentation)
+{
+  const struct nsbox_key_info *infos = nsbox_config_keys ();
+  size_t n = 0;
+  for (const struct config_key *key; (key = nsbox_config_key_at (n)); n++)
+    {
+      cr_expect (key->doc && strlen (key->doc) >= 40, "key '%s' has no documentation", key->name);
+      cr_expect (key->expected && *key->expected, "key '%s' says nothing of its value", key->name);
+      cr_expect_str_eq (infos[n].name, key->name);
+    }
+  cr_expect_null (infos[n].name, "the CLI lists %zu keys, the table has more", n);
+  cr_expect_gt (n, 30);
 }
 
 /* YAML. */
