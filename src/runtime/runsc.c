@@ -44,6 +44,7 @@
 
 #include "child.h"
 #include "error.h"
+#include "fileio.h"
 #include "limit.h"
 #include "runsc_bundle.h"
 #include "spawn.h"
@@ -201,13 +202,16 @@ build_argv (struct nsbox_runsc_job *job, struct nsbox_error **err)
   char *log_flag = xasprintf ("--log=%s", job->bundle.log);
   if (own (job, log_flag) < 0)
     return nsbox_error_oom (err);
+  char *panic_flag = xasprintf ("--panic-log=%s", job->bundle.panic);
+  if (own (job, panic_flag) < 0)
+    return nsbox_error_oom (err);
   char *tmpdir = xasprintf ("TMPDIR=%s", job->bundle.workdir);
   if (own (job, tmpdir) < 0)
     return nsbox_error_oom (err);
   size_t argc = 0;
   /* --root=STATE is argv[ARGV_ROOT]: force_delete passes it on. */
-  const char *const head[]
-      = { "runsc", "--rootless", "--network=none", "--ignore-cgroups", root_flag, log_flag };
+  const char *const head[] = { "runsc",   "--rootless", "--network=none", "--ignore-cgroups",
+                               root_flag, log_flag,     panic_flag };
   for (size_t i = 0; i < ARRAY_SIZE (head); i++)
     job->argv[argc++] = head[i];
   /* NSBOX_RUNSC_DEBUG_LOG=DIR: runsc's debug logs (one file per runsc
@@ -277,6 +281,29 @@ read_runsc_error (const char *log)
         }
     }
   return last;
+}
+
+/* The first line of a Go panic or fatal error in runsc's panic log (its
+ * processes write there only when they die of one), or NULL. */
+static char *
+read_runsc_panic (const char *log)
+{
+  cleanup_close int fd = open (log, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  char buf[8192];
+  ssize_t n = nsbox_pread_full (fd, buf, sizeof buf - 1, 0);
+  if (n <= 0)
+    return NULL;
+  buf[n] = '\0';
+  for (char *line = buf; *line;)
+    {
+      size_t len = strcspn (line, "\n");
+      if (strncmp (line, "panic: ", 7) == 0 || strncmp (line, "fatal error: ", 13) == 0)
+        return strndup (line, len);
+      line += len + (line[len] == '\n');
+    }
+  return NULL;
 }
 
 /* Safety net after an abnormal end: the PID namespace took every process
@@ -353,6 +380,14 @@ conclude (const struct nsbox_runsc_job *job, struct nsbox_result *res, struct ns
       res->exit_code = 128 + SIGKILL;
       return 0;
     }
+  /* gVisor's kernel died under the program (runsc then exits with a
+   * status of its own, which is not the program's). */
+  cleanup_free char *panic = read_runsc_panic (job->bundle.panic);
+  if (panic)
+    return nsbox_error_set (err, EPROTO,
+                            "runtime 'runsc': gVisor's kernel failed during the run, so the "
+                            "program's exit status is unknown (%s)",
+                            panic);
   if (res->signal == 0 && res->exit_code == 128)
     {
       cleanup_free char *why = read_runsc_error (job->bundle.log);
@@ -471,6 +506,6 @@ nsbox_runsc_discard (struct nsbox_runsc_job *job)
 void
 nsbox_runsc_host_limits (struct nsbox_config *view)
 {
-  uint64_t backstop = 256 + 8 * view->pids_limit;
+  uint64_t backstop = 256 + 32 * view->pids_limit;
   view->pids_limit = backstop;
 }

@@ -16,7 +16,10 @@
 
 /* The configuration nsbox_limits_prepare sees for a runsc run: the pids
  * limit becomes a host-side backstop for gVisor's own threads and stub
- * processes (about five host tasks per sandboxed process); the configured
+ * processes (with the ptrace platform a sandboxed process costs a stub
+ * process and up to one stub thread per Sentry thread: a fork bomb at
+ * pids-limit 32 was seen to need over 512 host tasks, and the Sentry
+ * panics when it cannot make one: 256 + 32 per process); the configured
  * number is enforced inside gVisor as RLIMIT_NPROC. */
 void nsbox_runsc_host_limits (struct nsbox_config *limits_view) NSBOX_INTERNAL;
 

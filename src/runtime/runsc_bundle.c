@@ -363,7 +363,8 @@ remove_stale (int dir_fd, const char *name)
  *                            environment) 0640, the helper's directory: read
  *                            by gVisor, changed by nobody else
  *     report                 65534 0600: the helper's records
- *     state/ log/            65534 0700: runsc --root, runsc --log
+ *     state/ log/            65534 0700: runsc --root, runsc --log and
+ *                            --panic-log
  * For an unprivileged launcher everything is its own, 0700 and 0600. */
 static int
 make_workdir (struct nsbox_runsc_bundle *b, struct nsbox_error **err)
@@ -393,6 +394,7 @@ make_workdir (struct nsbox_runsc_bundle *b, struct nsbox_error **err)
   if (!(b->dir = xasprintf ("%s/bundle", b->workdir))
       || !(b->state = xasprintf ("%s/state", b->workdir))
       || !(b->log = xasprintf ("%s/runsc.log", logdir))
+      || !(b->panic = xasprintf ("%s/panic.log", logdir))
       || !(b->report = xasprintf ("%s/report", b->workdir)))
     return nsbox_error_oom (err);
   cleanup_close int workdir_fd = open (b->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -468,5 +470,6 @@ nsbox_runsc_bundle_remove (struct nsbox_runsc_bundle *b)
   free (TAKE_PTR (b->dir));
   free (TAKE_PTR (b->state));
   free (TAKE_PTR (b->log));
+  free (TAKE_PTR (b->panic));
   free (TAKE_PTR (b->report));
 }

@@ -4,7 +4,8 @@
  *     bundle/                config.json 0640, helper/ (the seccomp helper,
  *                            the filter, the report file's mount point)
  *     report                 65534 0600: the helper's records (report.h)
- *     state/ log/            65534 0700: runsc --root, runsc --log
+ *     state/ log/            65534 0700: runsc --root, runsc --log and
+ *                            --panic-log
  * For an unprivileged launcher everything is its own, 0700 and 0600. */
 #ifndef NSBOX_RUNSC_BUNDLE_H
 #define NSBOX_RUNSC_BUNDLE_H
@@ -21,6 +22,7 @@ struct nsbox_runsc_bundle
   char *dir;     /* workdir/bundle: runsc run --bundle */
   char *state;   /* workdir/state: runsc --root */
   char *log;     /* workdir/log/runsc.log: runsc's error log (JSON lines) */
+  char *panic;   /* workdir/log/panic.log: the Go runtime's panic reports */
   char *report;  /* workdir/report */
   bool root;     /* nsbox runs as root: gVisor is NSBOX_ROOT_HOST_ID */
   bool locked;   /* lock_fd holds an flock on workdir while the run lasts */

@@ -214,9 +214,9 @@ Test (limits, memory_kill_without_json_exits_137, .timeout = 60)
  * (in check-vm's slow guest it could not even finish Python's exit
  * before the timeout). Under runsc as root the run stays short
  * on purpose: the host threads of gVisor's ptrace stubs for 32 processes
- * fill nsbox's backstop pids cgroup (256 + 8 * pids-limit = 512 tasks)
- * within about 5 s here, and the Sentry then panics: a run ended that way
- * reports exit code 2, a fault of its own that this test is not about. */
+ * grow towards nsbox's backstop pids cgroup (256 + 32 * pids-limit = 1280
+ * tasks; at the former 512 the Sentry panicked within about 5 s, which
+ * nsbox now reports as an error: a_dying_gvisor_kernel_is_an_error...). */
 static const char fork_bomb_fmt[] = "import os, time\n"
                                     "def tasks():\n"
                                     "    n = 0\n"
@@ -348,6 +348,49 @@ MODE_TEST (limits, a_pids_limit_of_3_holds_one_child_or_is_refused, .timeout = 3
             args, &out);
   const char *const needles[] = { "pids-limit 3", "runsc", NULL };
   assert_refused_by_runsc_else_prints (&out, needles, "forked 1\n");
+  run_out_free (&out);
+}
+
+/* When gVisor's kernel dies under the program, runsc exits with a status
+ * of its own (2 for a Go panic), which must not pass for the program's.
+ * The Sentry is made to die for real: runsc starts under an RLIMIT_NPROC
+ * of 150 (a shell wrapper given as NSBOX_RUNSC) and a fork bomb needs a
+ * host thread for each of its processes' stubs, which the Sentry cannot
+ * make: it panics ("error initializing first thread"). nsbox must refuse
+ * to report an exit status for that run. */
+MODE_TEST (limits, a_dying_gvisor_kernel_is_an_error_not_an_exit_status, .timeout = 60)
+{
+  NSBOX_SKIP_UNLESS (runsc_installed (), "no runsc binary (apt-get install runsc)");
+  const char *runsc = getenv ("NSBOX_RUNSC");
+  char *saved = runsc && *runsc ? strdup (runsc) : NULL;
+  char *dir = make_public_dir ();
+  char wrapper[256], text[512];
+  snprintf (wrapper, sizeof wrapper, "%s/runsc", dir);
+  snprintf (text, sizeof text, "#!/bin/bash\nulimit -u 150\nexec %s \"$@\"\n",
+            saved ? saved : "runsc");
+  write_text_file (wrapper, text, 0755);
+  setenv ("NSBOX_RUNSC", wrapper, 1);
+  const char *const args[]
+      = { "--runtime", "runsc", "--pids-limit", "32", "--memory", "1g", "--timeout", "20s", NULL };
+  const char *const needles[] = { "runtime 'runsc'", "gVisor's kernel failed", NULL };
+  struct run_out out;
+  run_mode (*mode,
+            "import os\n"
+            "print('started', flush=True)\n"
+            "while True:\n"
+            "    try:\n"
+            "        os.fork()\n"
+            "    except OSError:\n"
+            "        pass\n",
+            args, &out);
+  if (saved)
+    setenv ("NSBOX_RUNSC", saved, 1);
+  else
+    unsetenv ("NSBOX_RUNSC");
+  remove_tree (dir);
+  free (dir);
+  free (saved);
+  assert_refused (&out, needles);
   run_out_free (&out);
 }
 
