@@ -125,10 +125,9 @@ static int __attribute__ ((format (printf, 1, 2))) usage_error (const char *fmt,
 {
   va_list ap;
   va_start (ap, fmt);
-  fputs ("nsbox-image: ", stderr);
-  vfprintf (stderr, fmt, ap);
-  fputs ("\n(nsbox-image --help for usage)\n", stderr);
+  nsbox_vprint_message ("nsbox-image", fmt, ap);
   va_end (ap);
+  fputs ("(nsbox-image --help for usage)\n", stderr);
   return EXIT_USAGE;
 }
 

@@ -163,9 +163,7 @@ static int __attribute__ ((format (printf, 1, 2))) fail (const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
-  fputs ("nsbox: ", stderr);
-  vfprintf (stderr, fmt, ap);
-  fputc ('\n', stderr);
+  nsbox_vprint_message ("nsbox", fmt, ap);
   va_end (ap);
   return EXIT_NSBOX_FAILED;
 }

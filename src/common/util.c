@@ -145,6 +145,50 @@ nsbox_now_ms (void)
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t
+nsbox_now_usec (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+struct timespec
+nsbox_monotonic_after (uint64_t ms)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += (time_t)(ms / 1000);
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L)
+    {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+  return ts;
+}
+
+void
+nsbox_vprint_message (const char *program, const char *fmt, va_list ap)
+{
+  /* One line in one call, so that lines of several threads do not mix. */
+  char *message = NULL;
+  va_list copy;
+  va_copy (copy, ap);
+  if (vasprintf (&message, fmt, copy) < 0)
+    message = NULL;
+  va_end (copy);
+  if (message)
+    fprintf (stderr, "%s: %s\n", program, message);
+  else
+    {
+      fprintf (stderr, "%s: ", program);
+      vfprintf (stderr, fmt, ap);
+      fputc ('\n', stderr);
+    }
+  free (message);
+}
+
 double
 nsbox_now_seconds (void)
 {

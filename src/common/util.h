@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -93,6 +94,8 @@ nsbox_close_slot (int *fd)
 }
 
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
+/* The structure that holds MEMBER at PTR. */
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof (type, member)))
 
 /* asprintf that returns the string, or NULL when out of memory. */
 char *xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2))) NSBOX_INTERNAL;
@@ -125,7 +128,16 @@ uint64_t nsbox_realtime_ms (void) NSBOX_INTERNAL;
 
 /* CLOCK_MONOTONIC, in milliseconds and in seconds (deadlines, latencies). */
 uint64_t nsbox_now_ms (void) NSBOX_INTERNAL;
+uint64_t nsbox_now_usec (void) NSBOX_INTERNAL;
+/* The monotonic time ms from now, for pthread_cond_timedwait on a
+ * condition whose clock is CLOCK_MONOTONIC. */
+struct timespec nsbox_monotonic_after (uint64_t ms) NSBOX_INTERNAL;
 double nsbox_now_seconds (void) NSBOX_INTERNAL;
+
+/* A program's message on stderr, "PROGRAM: MESSAGE" and a newline, written
+ * at once. Only the programs print: never library code. */
+void nsbox_vprint_message (const char *program, const char *fmt, va_list ap) NSBOX_INTERNAL
+    __attribute__ ((format (printf, 2, 0)));
 
 /* The image store's directory when none is configured: $NSBOX_STORE, else
  * /var/lib/nsbox for root, else ${XDG_CACHE_HOME:-$HOME/.cache}/nsbox;

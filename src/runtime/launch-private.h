@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "digest.h"
+#include "forksafe.h"
 #include "image.h"
 #include "launch.h"
 #include "limit.h"
@@ -93,7 +94,7 @@ struct nsbox_launch
   struct nsbox_native_launch native;
   struct nsbox_runsc_launch runsc;
   /* Every launch of the process, for fork (run.c). */
-  struct nsbox_launch *prev, *next;
+  struct nsbox_fork_node fork_node;
   bool foreign; /* this is a forked copy of the process that started it */
 };
 

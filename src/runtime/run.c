@@ -54,57 +54,27 @@ static const char *const base_env[] = {
  * foreign: it never signals, kills, reaps or removes anything of it, and
  * frees only the handle. */
 
-static pthread_mutex_t launches_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct nsbox_launch *launches;
-static pthread_once_t launches_once = PTHREAD_ONCE_INIT;
-
 static void
-launches_prepare (void)
+launch_forked (struct nsbox_fork_node *node)
 {
-  pthread_mutex_lock (&launches_lock);
+  struct nsbox_launch *r = container_of (node, struct nsbox_launch, fork_node);
+  int *fds[] = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd,
+                 &r->streams.report_fd, &r->child.pidfd };
+  for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
+    if (*fds[i] >= 0)
+      close (TAKE_FD (*fds[i]));
+  if (r->ops && r->ops->forked)
+    r->ops->forked (r);
+  nsbox_pipes_close (&r->pipes);
+  r->foreign = true;
 }
 
-static void
-launches_parent (void)
-{
-  pthread_mutex_unlock (&launches_lock);
-}
-
-static void
-launches_child (void)
-{
-  for (struct nsbox_launch *r = launches; r; r = r->next)
-    {
-      int *fds[] = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd,
-                     &r->streams.report_fd, &r->child.pidfd };
-      for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
-        if (*fds[i] >= 0)
-          close (TAKE_FD (*fds[i]));
-      if (r->ops && r->ops->forked)
-        r->ops->forked (r);
-      nsbox_pipes_close (&r->pipes);
-      r->foreign = true;
-    }
-  launches = NULL;
-  pthread_mutex_unlock (&launches_lock);
-}
-
-static void
-launches_register_atfork (void)
-{
-  pthread_atfork (launches_prepare, launches_parent, launches_child);
-}
+static struct nsbox_fork_registry launches = NSBOX_FORK_REGISTRY (NULL, NULL, launch_forked);
 
 static void
 launch_register (struct nsbox_launch *r)
 {
-  pthread_once (&launches_once, launches_register_atfork);
-  pthread_mutex_lock (&launches_lock);
-  r->next = launches;
-  if (launches)
-    launches->prev = r;
-  launches = r;
-  pthread_mutex_unlock (&launches_lock);
+  nsbox_fork_add (&launches, &r->fork_node);
 }
 
 static void
@@ -112,14 +82,7 @@ launch_unregister (struct nsbox_launch *r)
 {
   if (r->foreign)
     return;
-  pthread_mutex_lock (&launches_lock);
-  if (r->prev)
-    r->prev->next = r->next;
-  else if (launches == r)
-    launches = r->next;
-  if (r->next)
-    r->next->prev = r->prev;
-  pthread_mutex_unlock (&launches_lock);
+  nsbox_fork_remove (&launches, &r->fork_node);
 }
 
 static void

@@ -142,14 +142,6 @@ on_job_removed (sd_bus_message *m, void *userdata, sd_bus_error *ret_error)
   return 0;
 }
 
-static uint64_t
-now_usec (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
-}
-
 static void
 make_unit_name (char *name, size_t size)
 {
@@ -205,7 +197,7 @@ wait_for_job (sd_bus *bus, struct job_wait *wait, uint64_t deadline)
         return r;
       if (r > 0)
         continue;
-      uint64_t now = now_usec ();
+      uint64_t now = nsbox_now_usec ();
       if (now >= deadline)
         return -ETIMEDOUT;
       r = api.wait (bus, deadline - now);
@@ -268,7 +260,7 @@ join_scope (void)
     return fail (r, "no user bus: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set");
   if (r < 0)
     return fail (r, "no user bus: %s", strerror (-r));
-  uint64_t deadline = now_usec () + SCOPE_TIMEOUT_USEC;
+  uint64_t deadline = nsbox_now_usec () + SCOPE_TIMEOUT_USEC;
   struct job_wait wait = { 0 };
   cleanup_bus_slot sd_bus_slot *slot = NULL;
   r = api.match_signal (bus, &slot, SYSTEMD_SERVICE, SYSTEMD_PATH, SYSTEMD_MANAGER, "JobRemoved",

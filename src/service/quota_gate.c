@@ -30,6 +30,7 @@
 
 #include "digest.h"
 #include "fileio.h"
+#include "forksafe.h"
 #include "result.h"
 #include "units.h"
 
@@ -98,30 +99,11 @@ struct table_entry
   struct table_entry *next;
 };
 
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A fork in another thread while the table is locked must not leave the
+ * child a lock nobody will release. */
+static struct nsbox_fork_registry table_lock = NSBOX_FORK_REGISTRY (NULL, NULL, NULL);
 static struct table_entry *table;
 static size_t table_len;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void
-table_prepare (void)
-{
-  pthread_mutex_lock (&table_lock);
-}
-
-static void
-table_release (void)
-{
-  pthread_mutex_unlock (&table_lock);
-}
-
-/* A fork in another thread while the lock is held must not leave the child
- * a lock nobody will release. */
-static void
-table_register_atfork (void)
-{
-  pthread_atfork (table_prepare, table_release, table_release);
-}
 
 static void
 table_sweep (uint64_t now_ms)
@@ -179,8 +161,7 @@ enter_process (const struct nsbox_quota_limits *l, struct nsbox_quota_ticket *t,
                struct nsbox_quota_flight *flight, struct nsbox_quota_refusal *refusal,
                struct nsbox_error **err)
 {
-  pthread_once (&table_once, table_register_atfork);
-  pthread_mutex_lock (&table_lock);
+  nsbox_fork_lock (&table_lock);
   uint64_t now = nsbox_realtime_ms ();
   struct table_entry *e = table_find (t->key, true, now, err);
   int ret = e ? nsbox_quota_decide (&e->s, l, now, flight, &refusal->kind, &refusal->retry_after_ms,
@@ -188,18 +169,18 @@ enter_process (const struct nsbox_quota_limits *l, struct nsbox_quota_ticket *t,
               : -EAGAIN;
   if (e && ret < 0 && nsbox_quota_idle (&e->s, now))
     table_sweep (now);
-  pthread_mutex_unlock (&table_lock);
+  nsbox_fork_unlock (&table_lock);
   return ret;
 }
 
 static void
 leave_process (struct nsbox_quota_ticket *t, uint64_t cpu_ms, uint64_t wall_ms)
 {
-  pthread_mutex_lock (&table_lock);
+  nsbox_fork_lock (&table_lock);
   struct table_entry *e = table_find (t->key, false, 0, NULL);
   if (e)
     nsbox_quota_settle (&e->s, t->id, nsbox_realtime_ms (), cpu_ms, wall_ms);
-  pthread_mutex_unlock (&table_lock);
+  nsbox_fork_unlock (&table_lock);
 }
 
 /* ---- state files ---- */

@@ -48,9 +48,7 @@ static int __attribute__ ((format (printf, 1, 2))) fail (const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
-  fputs ("nsbox serve: ", stderr);
-  vfprintf (stderr, fmt, ap);
-  fputc ('\n', stderr);
+  nsbox_vprint_message ("nsbox serve", fmt, ap);
   va_end (ap);
   return -1;
 }
