@@ -2,7 +2,7 @@
  * order they are queued while the applier reads on (creating inodes is
  * most of the cost of an unpack on some filesystems). The applier keeps
  * the order of the tree's changes: whatever could see or disturb a queued
- * file waits for rt_file_queue_drain first (see layer.c). */
+ * file waits for rt_file_queue_drain first (see layer-entry.c). */
 #ifndef NSBOX_FILEQUEUE_H
 #define NSBOX_FILEQUEUE_H
 

@@ -1,5 +1,5 @@
-/* What layer.c (applying layers) and finish.c (the step after the last)
- * share: the unpack's state. */
+/* What layer.c, layer-entry.c and layer-paths.c (applying layers) and
+ * finish.c (the step after the last) share: the unpack's state. */
 #ifndef NSBOX_LAYER_PRIVATE_H
 #define NSBOX_LAYER_PRIVATE_H
 

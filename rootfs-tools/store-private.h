@@ -1,5 +1,5 @@
-/* Internals of the image store shared by store.c, layer.c, unpack.c,
- * import.c and gc.c. */
+/* Internals of the image store shared by store.c, store-ingest.c,
+ * layer*.c, unpack.c, import.c and gc.c. */
 #ifndef NSBOX_STORE_PRIVATE_H
 #define NSBOX_STORE_PRIVATE_H
 
@@ -79,6 +79,12 @@ NSBOX_INTERNAL void rt_sha256_update (struct rt_sha256 *h, const void *data, siz
 NSBOX_INTERNAL void rt_sha256_final (struct rt_sha256 *h, char out[RT_DIGEST_LEN + 1]);
 NSBOX_INTERNAL void rt_sha256_free (struct rt_sha256 *h);
 NSBOX_INTERNAL int rt_sha256_buffer (const void *data, size_t len, char out[RT_DIGEST_LEN + 1]);
+
+/* "blobs/sha256/<hex>" of a valid digest, below the store's root. */
+NSBOX_INTERNAL void nsbox_store_blob_path (const char *digest, char out[96]);
+/* 64 random bits (from the clock and pid when getrandom fails), for
+ * names of temporary files. */
+NSBOX_INTERNAL uint64_t nsbox_store_random_u64 (void);
 
 NSBOX_INTERNAL void rt_store_warn (struct nsbox_store *store, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));

@@ -1,4 +1,4 @@
-/* Fuzz target: the layer applier (rootfs-tools/layer.c) on an arbitrary
+/* Fuzz target: the layer applier (rootfs-tools/layer*.c) on an arbitrary
  * byte stream (plain tar, gzip or zstd: the stream is sniffed), applied as
  * a layer over a small lower tree, then finished like an unpack.
  *

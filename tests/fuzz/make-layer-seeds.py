@@ -98,7 +98,7 @@ def main():
     with open(os.path.join(out, "whiteouts.tar.zst"), "wb") as f:
         f.write(subprocess.run(["zstd", "-q", "-c"], input=tar_bytes(seeds["whiteouts.tar"]),
                                check=True, capture_output=True).stdout)
-    # Bomb shapes (rootfs-tools/layer.c limits; the fuzzer's store has
+    # Bomb shapes (rootfs-tools/layer-paths.c limits; the fuzzer's store has
     # small ones: 2048 entries, 4096 inodes, 1 MiB per layer, depth 64).
     # Gzipped: their tar streams are large and repetitive.
     letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
