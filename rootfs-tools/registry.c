@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <openssl/evp.h>
 
 #include "fuzz-entry.h"
 #include "pull.h"
@@ -53,19 +52,6 @@ static bool
 is_manifest_type (const char *t)
 {
   return t && (strcmp (t, MT_OCI_MANIFEST) == 0 || strcmp (t, MT_DOCKER_MANIFEST) == 0);
-}
-
-static int
-sha256_hex (const void *data, size_t len, char out[72])
-{
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned md_len = 0;
-  if (!EVP_Digest (data, len, md, &md_len, EVP_sha256 (), NULL) || md_len != 32)
-    return -EIO;
-  memcpy (out, "sha256:", 7);
-  for (unsigned i = 0; i < 32; i++)
-    snprintf (out + 7 + 2 * i, 3, "%02x", md[i]);
-  return 0;
 }
 
 /* A descriptor read from a manifest or index. */
@@ -303,7 +289,7 @@ manifest_fetch (struct registry *reg, const char *reference, const struct descri
           goto out;
         }
     }
-  if (sha256_hex (m->body, m->len, m->digest) < 0)
+  if (rt_sha256_buffer (m->body, m->len, m->digest) < 0)
     {
       r = nsbox_error_set (err, EIO, "%s: sha256 failed", what);
       goto out;

@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 #include <jansson.h>
-#include <openssl/evp.h>
 
+#include "digest.h"
 #include "error.h"
 #include "store.h"
 #include "util.h"
@@ -71,7 +71,8 @@ struct nsbox_store
 /* sha256 over a stream. */
 struct rt_sha256
 {
-  EVP_MD_CTX *ctx;
+  struct nsbox_sha256 digest;
+  bool failed; /* an update failed: the digest matches nothing */
 };
 NSBOX_INTERNAL int rt_sha256_init (struct rt_sha256 *h);
 NSBOX_INTERNAL void rt_sha256_update (struct rt_sha256 *h, const void *data, size_t len);

@@ -23,44 +23,41 @@
 
 /* sha256 ---------------------------------------------------------------- */
 
+/* Over the one SHA-256 of src/common (digest.c), with the store's
+ * "sha256:" prefix. */
 int
 rt_sha256_init (struct rt_sha256 *h)
 {
-  h->ctx = EVP_MD_CTX_new ();
-  if (!h->ctx)
-    return -ENOMEM;
-  if (EVP_DigestInit_ex (h->ctx, EVP_sha256 (), NULL) != 1)
-    {
-      EVP_MD_CTX_free (h->ctx);
-      h->ctx = NULL;
-      return -EIO;
-    }
-  return 0;
+  h->failed = false;
+  return nsbox_sha256_init (&h->digest, NULL);
 }
 
 void
 rt_sha256_update (struct rt_sha256 *h, const void *data, size_t len)
 {
-  EVP_DigestUpdate (h->ctx, data, len);
+  if (nsbox_sha256_update (&h->digest, data, len) < 0)
+    h->failed = true;
 }
 
 void
 rt_sha256_final (struct rt_sha256 *h, char out[RT_DIGEST_LEN + 1])
 {
-  unsigned char md[32];
-  unsigned int md_len = 0;
-  EVP_DigestFinal_ex (h->ctx, md, &md_len);
-  strcpy (out, "sha256:");
-  for (unsigned i = 0; i < 32; i++)
-    snprintf (out + 7 + 2 * i, 3, "%02x", md[i]);
+  char hex[NSBOX_SHA256_HEX];
+  if (h->failed || nsbox_sha256_final (&h->digest, hex) < 0)
+    {
+      /* Matches no digest, and is no valid one. */
+      memset (hex, '?', sizeof hex - 1);
+      hex[sizeof hex - 1] = '\0';
+    }
+  snprintf (out, RT_DIGEST_LEN + 1, "sha256:%s", hex);
   rt_sha256_free (h);
 }
 
 void
 rt_sha256_free (struct rt_sha256 *h)
 {
-  EVP_MD_CTX_free (h->ctx);
-  h->ctx = NULL;
+  nsbox_sha256_free (&h->digest);
+  h->failed = false;
 }
 
 int
