@@ -35,16 +35,16 @@
 #include "config.h"
 #include "error.h"
 #include "files.h"
+#include "forksafe.h"
 #include "image.h"
 #include "launch.h"
 #include "pool.h"
+#include "pool-private.h"
 #include "result.h"
 #include "supervise.h"
 #include "units.h"
 #include "util.h"
 
-#define POOL_MAX_SIZE 1024
-#define POOL_MAX_REFILL 64
 #define SWEEP_MS 250
 #define IDENTITY_MS 1000
 /* How long a new entry may take to reach its stdin read before it is
@@ -56,27 +56,6 @@
 /* Back-off after a failed start, doubling up to the maximum. */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 10000
-
-struct nsbox_pool_options
-{
-  uint64_t size;
-  uint64_t max_age_ms;
-  uint64_t refill;
-};
-
-struct nsbox_run_options
-{
-  uint64_t timeout_ms;       /* 0: the pool's */
-  uint64_t max_output_bytes; /* UINT64_MAX: the pool's */
-  int cancel_fd;             /* nsbox_run_options_set_cancel_fd, or -1 */
-  bool cancel_on_half_close;
-  char **inputs; /* "PATH:NAME": the run is served cold with them */
-  size_t inputs_len;
-  char *output_dir;  /* NULL: the pool's */
-  char *session;     /* NULL: the pool's */
-  char *client;      /* who asked (a server's client), for the audit log */
-  char *quota_scope; /* whose sessions its quotas count in, or NULL */
-};
 
 struct entry
 {
@@ -105,15 +84,11 @@ struct nsbox_pool
   struct nsbox_pool_stats stats;
   pthread_t threads[POOL_MAX_REFILL + 1];
   size_t n_threads;
-  bool foreign; /* a forked copy: no threads, nothing of it is ours */
-  struct nsbox_pool *prev_pool, *next_pool;
+  bool foreign;                     /* a forked copy: no threads, nothing of it is ours */
+  struct nsbox_fork_node fork_node; /* every pool of the process, for fork */
 };
 
 /* ---- fork: every pool of the process, locked across it ---- */
-
-static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct nsbox_pool *pools;
-static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
 
 static void
 init_wake (struct nsbox_pool *p)
@@ -126,52 +101,34 @@ init_wake (struct nsbox_pool *p)
 }
 
 static void
-pools_prepare (void)
+pool_lock (struct nsbox_fork_node *node)
 {
-  pthread_mutex_lock (&pools_lock);
-  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
-    pthread_mutex_lock (&p->lock);
+  pthread_mutex_lock (&container_of (node, struct nsbox_pool, fork_node)->lock);
 }
 
 static void
-pools_parent (void)
+pool_unlock (struct nsbox_fork_node *node)
 {
-  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
-    pthread_mutex_unlock (&p->lock);
-  pthread_mutex_unlock (&pools_lock);
+  pthread_mutex_unlock (&container_of (node, struct nsbox_pool, fork_node)->lock);
 }
 
 static void
-pools_child (void)
+pool_forked (struct nsbox_fork_node *node)
 {
-  for (struct nsbox_pool *p = pools; p; p = p->next_pool)
-    {
-      p->foreign = true;
-      /* The parent's refill threads wait on it; none exists here, and a
-       * broadcast must not wait for them. */
-      init_wake (p);
-      pthread_mutex_unlock (&p->lock);
-    }
-  pools = NULL;
-  pthread_mutex_unlock (&pools_lock);
+  struct nsbox_pool *p = container_of (node, struct nsbox_pool, fork_node);
+  p->foreign = true;
+  /* The parent's refill threads wait on it; none exists here, and a
+   * broadcast must not wait for them. */
+  init_wake (p);
+  pthread_mutex_unlock (&p->lock);
 }
 
-static void
-pools_register_atfork (void)
-{
-  pthread_atfork (pools_prepare, pools_parent, pools_child);
-}
+static struct nsbox_fork_registry pools = NSBOX_FORK_REGISTRY (pool_lock, pool_unlock, pool_forked);
 
 static void
 pool_register (struct nsbox_pool *p)
 {
-  pthread_once (&pools_once, pools_register_atfork);
-  pthread_mutex_lock (&pools_lock);
-  p->next_pool = pools;
-  if (pools)
-    pools->prev_pool = p;
-  pools = p;
-  pthread_mutex_unlock (&pools_lock);
+  nsbox_fork_add (&pools, &p->fork_node);
 }
 
 static void
@@ -179,225 +136,7 @@ pool_unregister (struct nsbox_pool *p)
 {
   if (p->foreign)
     return;
-  pthread_mutex_lock (&pools_lock);
-  if (p->prev_pool)
-    p->prev_pool->next_pool = p->next_pool;
-  else if (pools == p)
-    pools = p->next_pool;
-  if (p->next_pool)
-    p->next_pool->prev_pool = p->prev_pool;
-  pthread_mutex_unlock (&pools_lock);
-}
-
-/* ---- options ---- */
-
-nsbox_pool_options *
-nsbox_pool_options_new (struct nsbox_error **err)
-{
-  nsbox_pool_options *o = calloc (1, sizeof *o);
-  if (!o)
-    {
-      nsbox_error_oom (err);
-      return NULL;
-    }
-  o->size = 2;
-  o->max_age_ms = 300000;
-  o->refill = 1;
-  return o;
-}
-
-void
-nsbox_pool_options_free (nsbox_pool_options *options)
-{
-  free (options);
-}
-
-int
-nsbox_pool_options_set (nsbox_pool_options *o, const char *key, const char *value,
-                        struct nsbox_error **err)
-{
-  if (!o || !key || !value)
-    return nsbox_error_set (err, EINVAL, "nsbox_pool_options_set: invalid arguments");
-  uint64_t v = 0;
-  if (strcmp (key, "size") == 0)
-    {
-      if (nsbox_parse_count (value, &v) < 0 || v > POOL_MAX_SIZE)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for pool option 'size': expected a "
-                                "number of sandboxes from 0 to %d",
-                                value, POOL_MAX_SIZE);
-      o->size = v;
-      return 0;
-    }
-  if (strcmp (key, "max-age") == 0)
-    {
-      /* At least a second: a shorter life would start and discard
-       * entries without end. */
-      if (nsbox_parse_duration (value, &v) < 0 || v < 1000)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for pool option 'max-age': expected a "
-                                "duration of at least 1s, such as 60s",
-                                value);
-      o->max_age_ms = v;
-      return 0;
-    }
-  if (strcmp (key, "refill-concurrency") == 0)
-    {
-      if (nsbox_parse_count (value, &v) < 0 || v == 0 || v > POOL_MAX_REFILL)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for pool option 'refill-concurrency': "
-                                "expected a number from 1 to %d",
-                                value, POOL_MAX_REFILL);
-      o->refill = v;
-      return 0;
-    }
-  return nsbox_error_set (err, EINVAL,
-                          "unknown pool option '%s' (known: size, max-age, "
-                          "refill-concurrency)",
-                          key);
-}
-
-nsbox_run_options *
-nsbox_run_options_new (struct nsbox_error **err)
-{
-  nsbox_run_options *o = calloc (1, sizeof *o);
-  if (!o)
-    {
-      nsbox_error_oom (err);
-      return NULL;
-    }
-  o->max_output_bytes = UINT64_MAX;
-  o->cancel_fd = -1;
-  return o;
-}
-
-/* *field becomes a copy of value (NULL: unset); -ENOMEM leaves it. */
-static int
-replace_option (char **field, const char *value)
-{
-  char *copy = value ? strdup (value) : NULL;
-  if (value && !copy)
-    return -ENOMEM;
-  free (*field);
-  *field = copy;
-  return 0;
-}
-
-int
-nsbox_run_options_set_client (nsbox_run_options *options, const char *client)
-{
-  return replace_option (&options->client, client);
-}
-
-int
-nsbox_run_options_set_quota_scope (nsbox_run_options *options, const char *scope)
-{
-  return replace_option (&options->quota_scope, scope);
-}
-
-void
-nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd, bool half_close_is_gone)
-{
-  options->cancel_fd = fd;
-  options->cancel_on_half_close = half_close_is_gone;
-}
-
-void
-nsbox_run_options_free (nsbox_run_options *options)
-{
-  if (!options)
-    return;
-  nsbox_strv_free (options->inputs);
-  free (options->output_dir);
-  free (options->session);
-  free (options->client);
-  free (options->quota_scope);
-  free (options);
-}
-
-static int
-add_input (nsbox_run_options *o, const char *value, struct nsbox_error **err)
-{
-  if (o->inputs_len >= NSBOX_INPUTS_MAX)
-    return nsbox_error_set (err, EINVAL, "too many inputs (at most %d)", NSBOX_INPUTS_MAX);
-  cleanup_free char *path = NULL, *name = NULL;
-  int r = nsbox_input_spec_parse (value, &path, &name, err);
-  if (r < 0)
-    return r;
-  for (size_t i = 0; i < o->inputs_len; i++)
-    if (strcmp (strrchr (o->inputs[i], ':') + 1, name) == 0)
-      return nsbox_error_set (err, EINVAL, "two inputs are named '%s'", name);
-  if (nsbox_strv_append (&o->inputs, &o->inputs_len, xasprintf ("%s:%s", path, name)) < 0)
-    return nsbox_error_oom (err);
-  return 0;
-}
-
-int
-nsbox_run_options_set (nsbox_run_options *o, const char *key, const char *value,
-                       struct nsbox_error **err)
-{
-  if (!o || !key || !value)
-    return nsbox_error_set (err, EINVAL, "nsbox_run_options_set: invalid arguments");
-  uint64_t v = 0;
-  if (strcmp (key, "timeout") == 0)
-    {
-      if (nsbox_parse_duration (value, &v) < 0 || v == 0)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for key 'timeout': expected a duration "
-                                "such as 5s or 500ms",
-                                value);
-      o->timeout_ms = v;
-      return 0;
-    }
-  if (strcmp (key, "max-output-bytes") == 0)
-    {
-      if (nsbox_parse_size_or_zero (value, &v) < 0)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for key 'max-output-bytes': expected a "
-                                "size such as 64k",
-                                value);
-      o->max_output_bytes = v;
-      return 0;
-    }
-  if (strcmp (key, "inputs") == 0)
-    return add_input (o, value, err);
-  if (strcmp (key, "session") == 0)
-    {
-      if (!nsbox_session_valid (value))
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value for key 'session': expected 1 to %d letters, "
-                                "digits and ._:@+=/-",
-                                NSBOX_SESSION_MAX);
-      return replace_option (&o->session, value) < 0 ? nsbox_error_oom (err) : 0;
-    }
-  if (strcmp (key, "output-dir") == 0)
-    {
-      if (!*value)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '' for key 'output-dir': expected "
-                                "a directory");
-      return replace_option (&o->output_dir, value) < 0 ? nsbox_error_oom (err) : 0;
-    }
-  if (strcmp (key, "audit-log") == 0 || strcmp (key, "audit-code") == 0)
-    return nsbox_error_set (err, EINVAL,
-                            "key '%s' cannot be set per run: the audit log is the pool's "
-                            "(configure it on the pool)",
-                            key);
-  if (strncmp (key, "quota-", 6) == 0 && nsbox_config_find_key (key))
-    return nsbox_error_set (err, EINVAL,
-                            "key '%s' cannot be set per run: the quotas are the pool's "
-                            "(configure them on the pool)",
-                            key);
-  const struct nsbox_key_info *keys = nsbox_config_keys ();
-  for (size_t i = 0; keys[i].name; i++)
-    if (strcmp (keys[i].name, key) == 0)
-      return nsbox_error_set (err, EINVAL,
-                              "key '%s' cannot be set per run: it needs a different "
-                              "sandbox (a run takes only timeout, max-output-bytes, inputs, "
-                              "output-dir and session; configure '%s' on the pool or run it "
-                              "without one)",
-                              key, key);
-  return nsbox_error_set (err, EINVAL, "unknown key '%s'", key);
+  nsbox_fork_remove (&pools, &p->fork_node);
 }
 
 /* ---- identity: what the entries were built from ---- */
@@ -533,15 +272,7 @@ sweep_locked (struct nsbox_pool *p, bool check_identity)
 static void
 timed_wait (struct nsbox_pool *p, uint64_t ms)
 {
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += (time_t)(ms / 1000);
-  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L)
-    {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+  struct timespec ts = nsbox_monotonic_after (ms);
   pthread_cond_timedwait (&p->wake, &p->lock, &ts);
 }
 
