@@ -25,100 +25,15 @@
 #include <unistd.h>
 
 #include "mcp.h"
+#include "mcp-private.h"
 #include "mcp_files.h"
 #include "pool.h"
 #include "units.h"
 #include "util.h"
 
-/* One message (one line) at most; a longer one is dropped with an error. */
-#define MAX_MESSAGE_BYTES (96u << 20)
-/* The requests of the calls queued and running, in bytes at most: past
- * it a call is answered busy (a queue of calls each near the message
- * limit would otherwise hold gigabytes). */
-#define MAX_IN_FLIGHT_BYTES (256u << 20)
-/* notifications/progress every this many seconds of a call that asked. */
-#define PROGRESS_SECONDS 5
-#define TOOL_NAME "run_python"
-#define INTERNAL_ERROR_TEXT                                                                        \
-  "nsbox could not run the code: internal error; details are in the server's log"
-
-/* JSON-RPC error codes. */
-#define RPC_PARSE_ERROR -32700
-#define RPC_INVALID_REQUEST -32600
-#define RPC_METHOD_NOT_FOUND -32601
-#define RPC_INVALID_PARAMS -32602
-#define RPC_INTERNAL_ERROR -32603
-#define RPC_BUSY -32000
-
 /* Oldest first; the last is the one answered to a version we lack. */
 static const char *const protocol_versions[]
     = { "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25" };
-/* From this version on: outputSchema and structuredContent. */
-#define STRUCTURED_SINCE "2025-06-18"
-/* From this version on: a tool's input errors are tool results (isError),
- * not protocol errors, so that the model sees them. */
-#define INPUT_ERRORS_AS_RESULTS_SINCE "2025-11-25"
-
-struct job
-{
-  struct job *next; /* in the queue, then in the running list */
-  json_t *id;
-  json_t *progress_token; /* or NULL */
-  json_t *args;           /* holds the code */
-  const char *code;
-  size_t code_len;
-  nsbox_run_options *options;
-  uint64_t timeout_ms; /* in force */
-  char *note;          /* a line put before the result's text, or NULL */
-  bool structured;     /* answer with structuredContent */
-  int cancel_fd;       /* ours: closing it kills the run */
-  int run_fd;          /* the run's end of the socketpair */
-  bool cancelled;      /* by the client (notifications/cancelled): not answered */
-  bool stopped;        /* by the server's stop: answered with an error */
-  size_t bytes;        /* its request's size, in in_flight_bytes */
-  double started, progressed;
-  struct nsbox_mcp_files files;
-};
-
-struct mcp
-{
-  int out_fd;
-  pthread_mutex_t write_lock; /* whole messages on out_fd */
-  pthread_mutex_t lock;       /* everything below */
-  pthread_cond_t work;        /* a job queued, or stopping */
-  pthread_cond_t tick;        /* the progress thread's clock, or stopping */
-  struct job *queue, **queue_tail, *running;
-  uint64_t queued, idle_workers, max_queue;
-  uint64_t in_flight_bytes; /* the jobs' bytes, queued and running */
-  bool stopping;
-  const char *stop_why; /* why, for the calls the stop ends */
-  /* Set before the threads start, read-only after. */
-  nsbox_pool *pool;
-  uint64_t timeout_ms; /* the configured timeout: the ceiling of a call's */
-  bool runsc;          /* runtime runsc: no files in or out */
-  const char *server_version;
-  /* The main thread's alone. */
-  char protocol_version[16]; /* negotiated; "" before initialize */
-  char client[96];           /* "mcp NAME" from initialize's clientInfo, for the audit log */
-};
-
-static double
-now_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void __attribute__ ((format (printf, 1, 2))) log_line (const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  fputs ("nsbox mcp: ", stderr);
-  vfprintf (stderr, fmt, ap);
-  fputc ('\n', stderr);
-  va_end (ap);
-}
 
 /* The code of a call is the client's: wiped before it is freed, as pooled
  * sandboxes are cloned from this process. */
@@ -144,7 +59,7 @@ send_message (struct mcp *s, json_t *msg)
   if (!line)
     {
       free (text);
-      log_line ("out of memory: a message was not sent");
+      nsbox_mcp_log ("out of memory: a message was not sent");
       return;
     }
   line[len] = '\n';
@@ -153,7 +68,7 @@ send_message (struct mcp *s, json_t *msg)
   int r = nsbox_write_all (s->out_fd, line, len + 1);
   pthread_mutex_unlock (&s->write_lock);
   if (r < 0)
-    log_line ("write to stdout: %s", strerror (-r));
+    nsbox_mcp_log ("write to stdout: %s", strerror (-r));
   free (line);
 }
 
@@ -180,265 +95,7 @@ send_result (struct mcp *s, json_t *id, json_t *result)
   send_message (s, json_pack ("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id, "result", result));
 }
 
-/* A tool result the model reads as a failure. */
-static json_t *
-tool_error (const char *text)
-{
-  return json_pack ("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text, "isError",
-                    true);
-}
-
-/* ---- the tool ---- */
-
-static json_t *
-input_schema (void)
-{
-  return json_pack (
-      "{s:s,s:{s:{s:s,s:s},s:{s:s,s:i,s:s},s:{s:s,s:i,s:{s:s,s:{s:{s:s},s:{s:s,s:s}},s:[s,s]},"
-      "s:s}},s:[s],s:b}",
-      "type", "object", "properties", "code", "type", "string", "description",
-      "Python 3 source, run as `python -` (the program reads it from stdin)", "timeout", "type",
-      "number", "exclusiveMinimum", 0, "description",
-      "seconds the program may run; capped at the server's configured timeout", "files", "type",
-      "array", "maxItems", 64, "items", "type", "object", "properties", "name", "type", "string",
-      "content", "type", "string", "contentEncoding", "base64", "required", "name", "content",
-      "description",
-      "input files, each {name, content (base64)}, read-only in the sandbox as /mnt/in/NAME; "
-      "files the program leaves in /tmp/out are returned (images as images)",
-      "required", "code", "additionalProperties", false);
-}
-
-/* The shape of nsbox_result_to_json (README.md, "The JSON result"). */
-static json_t *
-output_schema (void)
-{
-  json_t *p = json_object ();
-  static const char *const integers[]
-      = { "exit_code", "stdout_omitted_bytes", "stderr_omitted_bytes", "duration_ms",
-          "cpu_ms",    "memory_peak_bytes",    "timeout_ms",           "memory_limit_bytes" };
-  static const char *const booleans[]
-      = { "timed_out", "oom_killed", "stdout_truncated", "stderr_truncated" };
-  static const char *const strings[] = { "stdout", "stderr", "served" };
-  for (size_t i = 0; p && i < ARRAY_SIZE (integers); i++)
-    json_object_set_new (p, integers[i], json_pack ("{s:s}", "type", "integer"));
-  for (size_t i = 0; p && i < ARRAY_SIZE (booleans); i++)
-    json_object_set_new (p, booleans[i], json_pack ("{s:s}", "type", "boolean"));
-  for (size_t i = 0; p && i < ARRAY_SIZE (strings); i++)
-    json_object_set_new (p, strings[i], json_pack ("{s:s}", "type", "string"));
-  if (!p)
-    return NULL;
-  json_object_set_new (p, "signal", json_pack ("{s:[s,s]}", "type", "string", "null"));
-  /* null for a run a quota refused: no runtime ran it. */
-  json_object_set_new (p, "runtime", json_pack ("{s:[s,s]}", "type", "string", "null"));
-  json_object_set_new (p, "quota_refusal",
-                       json_pack ("{s:[s,s],s:{s:{s:s},s:{s:s},s:{s:s}},s:[s,s,s]}", "type",
-                                  "object", "null", "properties", "quota", "type", "string",
-                                  "limit", "type", "string", "retry_after_ms", "type", "integer",
-                                  "required", "quota", "limit", "retry_after_ms"));
-  /* network: proxy: the egress report; null otherwise. */
-  json_object_set_new (p, "egress", json_pack ("{s:[s,s]}", "type", "object", "null"));
-  json_object_set_new (
-      p, "limits",
-      json_pack ("{s:s,s:{s:s}}", "type", "object", "additionalProperties", "type", "string"));
-  json_object_set_new (p, "files",
-                       json_pack ("{s:s,s:{s:s,s:{s:{s:s},s:{s:s},s:{s:s}},s:[s,s,s]}}", "type",
-                                  "array", "items", "type", "object", "properties", "name", "type",
-                                  "string", "size", "type", "integer", "sha256", "type", "string",
-                                  "required", "name", "size", "sha256"));
-  json_object_set_new (p, "files_refused",
-                       json_pack ("{s:s,s:{s:s,s:{s:{s:s},s:{s:s}},s:[s,s]}}", "type", "array",
-                                  "items", "type", "object", "properties", "name", "type", "string",
-                                  "reason", "type", "string", "required", "name", "reason"));
-  json_t *required = json_array ();
-  static const char *const always[] = { "exit_code",
-                                        "signal",
-                                        "timed_out",
-                                        "oom_killed",
-                                        "stdout",
-                                        "stderr",
-                                        "stdout_truncated",
-                                        "stderr_truncated",
-                                        "stdout_omitted_bytes",
-                                        "stderr_omitted_bytes",
-                                        "duration_ms",
-                                        "cpu_ms",
-                                        "memory_peak_bytes",
-                                        "timeout_ms",
-                                        "memory_limit_bytes",
-                                        "limits",
-                                        "runtime",
-                                        "served",
-                                        "files",
-                                        "files_refused",
-                                        "quota_refusal",
-                                        "egress" };
-  for (size_t i = 0; required && i < ARRAY_SIZE (always); i++)
-    json_array_append_new (required, json_string (always[i]));
-  return json_pack ("{s:s,s:o,s:o*}", "type", "object", "properties", p, "required", required);
-}
-
-static json_t *
-tool_description (bool structured)
-{
-  json_t *tool = json_pack (
-      "{s:s,s:s,s:s,s:o,s:{s:b,s:b,s:b,s:b}}", "name", TOOL_NAME, "title", "Run Python",
-      "description",
-      "Runs Python 3 code in a fresh, single-use, isolated sandbox and returns its exit code, "
-      "stdout and stderr (long output keeps its head and tail). Nothing persists between calls. "
-      "The sandbox has a read-only root, a small writable /tmp, limited memory and CPU time, "
-      "and no network unless the server allows it.",
-      "inputSchema", input_schema (), "annotations", "readOnlyHint", false, "destructiveHint",
-      false, "idempotentHint", false, "openWorldHint", false);
-  if (tool && structured)
-    json_object_set_new (tool, "outputSchema", output_schema ());
-  return tool;
-}
-
-/* Checks a call's arguments into the job: 0; -1 with a reason naming the
- * argument; -2 out of memory; -3 the host failed (logged). */
-static int
-prepare_job (struct mcp *s, struct job *job, json_t *args, char *why, size_t size)
-{
-  const char *key;
-  json_t *value;
-  json_object_foreach (args, key, value)
-  {
-    if (strcmp (key, "code") != 0 && strcmp (key, "timeout") != 0 && strcmp (key, "files") != 0)
-      {
-        snprintf (why, size, "unknown argument '%.64s' (known: code, timeout, files)", key);
-        return -1;
-      }
-  }
-  json_t *code = json_object_get (args, "code");
-  if (!code)
-    {
-      snprintf (why, size, "missing required argument 'code' (the Python source to run)");
-      return -1;
-    }
-  if (!json_is_string (code))
-    {
-      snprintf (why, size, "argument 'code' must be a string");
-      return -1;
-    }
-  job->code = json_string_value (code);
-  job->code_len = json_string_length (code);
-  job->timeout_ms = s->timeout_ms;
-  json_t *timeout = json_object_get (args, "timeout");
-  if (timeout)
-    {
-      double seconds = json_number_value (timeout);
-      /* NaN and infinities cannot come from JSON. */
-      if (!json_is_number (timeout) || !(seconds > 0))
-        {
-          snprintf (why, size, "argument 'timeout' must be a positive number of seconds");
-          return -1;
-        }
-      if (seconds * 1000.0 > (double)s->timeout_ms)
-        {
-          cleanup_free char *cap = nsbox_format_duration (s->timeout_ms);
-          job->note = xasprintf ("timeout: %s (%g s asked for; capped at the server's maximum)",
-                                 cap ? cap : "?", seconds);
-          if (!job->note)
-            return -2;
-        }
-      else if ((uint64_t)(seconds * 1000.0 + 0.5) < s->timeout_ms)
-        {
-          uint64_t ms = (uint64_t)(seconds * 1000.0 + 0.5);
-          job->timeout_ms = ms > 0 ? ms : 1;
-          char text[32];
-          snprintf (text, sizeof text, "%" PRIu64 "ms", job->timeout_ms);
-          struct nsbox_error *err = NULL;
-          if (nsbox_run_options_set (job->options, "timeout", text, &err) < 0)
-            {
-              snprintf (why, size, "argument 'timeout': %s", nsbox_error_message (err));
-              nsbox_error_free (err);
-              return -1;
-            }
-        }
-    }
-  json_t *files = json_object_get (args, "files");
-  if (files && s->runsc)
-    {
-      snprintf (why, size,
-                "argument 'files': files are not available under the runsc runtime (this "
-                "server's); run without files");
-      return -1;
-    }
-  int r = nsbox_mcp_files_prepare (files, !s->runsc, job->options, &job->files, why, size);
-  if (r == -2)
-    {
-      log_line ("%s: %s", TOOL_NAME, why);
-      return -3;
-    }
-  return r;
-}
-
-static void
-job_free (struct job *job)
-{
-  if (!job)
-    return;
-  json_decref (job->id);
-  json_decref (job->progress_token);
-  json_decref (job->args);
-  nsbox_run_options_free (job->options);
-  if (job->cancel_fd >= 0)
-    close (job->cancel_fd);
-  if (job->run_fd >= 0)
-    close (job->run_fd);
-  nsbox_mcp_files_cleanup (&job->files);
-  free (job->note);
-  free (job);
-}
-
-/* The tool result of a run that happened (whatever its outcome). */
-static json_t *
-tool_result (const struct job *job, const nsbox_result *res)
-{
-  struct nsbox_error *err = NULL;
-  cleanup_free char *text = nsbox_result_to_text (res, &err);
-  cleanup_free char *json = text ? nsbox_result_to_json (res, &err) : NULL;
-  json_t *structured = json ? json_loads (json, JSON_ALLOW_NUL, NULL) : NULL;
-  if (!structured)
-    {
-      log_line ("%s: rendering the result: %s", TOOL_NAME,
-                err ? nsbox_error_message (err) : "malformed result JSON");
-      nsbox_error_free (err);
-      return tool_error (INTERNAL_ERROR_TEXT);
-    }
-  if (job->note)
-    {
-      char *with_note = xasprintf ("%s\n%s", job->note, text);
-      if (with_note)
-        {
-          free (text);
-          text = with_note;
-        }
-    }
-  json_t *files = json_array ();
-  int r = files ? nsbox_mcp_files_collect (&job->files, res, files, &text) : -ENOMEM;
-  if (r < 0)
-    {
-      log_line ("%s: returning the files: %s", TOOL_NAME, strerror (-r));
-      char *with_line = xasprintf ("%sfiles not returned: internal error\n", text);
-      if (with_line)
-        {
-          free (text);
-          text = with_line;
-        }
-    }
-  /* A quota's refusal ran nothing: an error the model can read and wait
-   * out ("refused: ...; retry in 20s"), with its result as for a run. */
-  json_t *result = json_pack ("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text,
-                              "isError", nsbox_result_quota_refusal (res) != NULL);
-  if (result && files)
-    json_array_extend (json_object_get (result, "content"), files);
-  json_decref (files);
-  if (result && job->structured)
-    json_object_set (result, "structuredContent", structured);
-  json_decref (structured);
-  return result;
-}
+/* ---- running a call ---- */
 
 static void
 run_job (struct mcp *s, struct job *job)
@@ -460,7 +117,7 @@ run_job (struct mcp *s, struct job *job)
   if (r < 0 && !((cancelled || stopped) && nsbox_error_errno (err) == ECANCELED))
     {
       cleanup_free char *id = json_dumps (job->id, JSON_ENCODE_ANY | JSON_COMPACT);
-      log_line ("%s (request %s): %s", TOOL_NAME, id ? id : "?", nsbox_error_message (err));
+      nsbox_mcp_log ("%s (request %s): %s", TOOL_NAME, id ? id : "?", nsbox_error_message (err));
     }
   /* A cancelled request gets no answer (the specification); one the
    * server's stop ended gets an error saying so. */
@@ -468,10 +125,12 @@ run_job (struct mcp *s, struct job *job)
     send_error (s, job->id, RPC_BUSY,
                 "the server stopped (%s) before the call ended: its sandbox was killed", stop_why);
   else if (!cancelled)
-    send_result (s, job->id, r >= 0 ? tool_result (job, res) : tool_error (INTERNAL_ERROR_TEXT));
+    send_result (s, job->id,
+                 r >= 0 ? nsbox_mcp_tool_result (job, res)
+                        : nsbox_mcp_tool_error (INTERNAL_ERROR_TEXT));
   nsbox_error_free (err);
   nsbox_result_free (res);
-  job_free (job);
+  nsbox_mcp_job_free (job);
 }
 
 static void *
@@ -494,7 +153,7 @@ worker (void *arg)
       s->queued--;
       job->next = s->running;
       s->running = job;
-      job->started = job->progressed = now_s ();
+      job->started = job->progressed = nsbox_now_seconds ();
       pthread_mutex_unlock (&s->lock);
       run_job (s, job);
       pthread_mutex_lock (&s->lock);
@@ -516,7 +175,7 @@ progress_loop (void *arg)
       clock_gettime (CLOCK_MONOTONIC, &until);
       until.tv_sec += 1;
       pthread_cond_timedwait (&s->tick, &s->lock, &until);
-      double now = now_s ();
+      double now = nsbox_now_seconds ();
       for (struct job *job = s->running; job && !s->stopping; job = job->next)
         {
           if (!job->progress_token || job->cancelled || now - job->progressed < PROGRESS_SECONDS)
@@ -588,8 +247,9 @@ handle_tools_list (struct mcp *s, json_t *params, char *why, size_t size)
   (void)params;
   (void)why;
   (void)size;
-  return json_pack ("{s:[o]}", "tools",
-                    tool_description (version_at_least (negotiated (s), STRUCTURED_SINCE)));
+  return json_pack (
+      "{s:[o]}", "tools",
+      nsbox_mcp_tool_description (version_at_least (negotiated (s), STRUCTURED_SINCE)));
 }
 
 static json_t *
@@ -645,19 +305,19 @@ handle_tools_call (struct mcp *s, json_t *id, json_t *params, size_t bytes)
   else
     {
       job->args = args ? json_incref (args) : json_object ();
-      r = job->args ? prepare_job (s, job, job->args, why, sizeof why) : -2;
+      r = job->args ? nsbox_mcp_prepare_job (s, job, job->args, why, sizeof why) : -2;
     }
   if (r == -3)
-    send_result (s, id, tool_error (INTERNAL_ERROR_TEXT));
+    send_result (s, id, nsbox_mcp_tool_error (INTERNAL_ERROR_TEXT));
   else if (r == -1 && version_at_least (negotiated (s), INPUT_ERRORS_AS_RESULTS_SINCE))
-    send_result (s, id, tool_error (why));
+    send_result (s, id, nsbox_mcp_tool_error (why));
   else if (r == -1)
     send_error (s, id, RPC_INVALID_PARAMS, "%s", why);
   if (r < 0)
     {
       if (r == -2)
         send_error (s, id, RPC_INTERNAL_ERROR, "out of memory");
-      job_free (job);
+      nsbox_mcp_job_free (job);
       return;
     }
   json_t *token = json_object_get (json_object_get (params, "_meta"), "progressToken");
@@ -666,9 +326,9 @@ handle_tools_call (struct mcp *s, json_t *id, json_t *params, size_t bytes)
   int pair[2];
   if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
     {
-      log_line ("socketpair: %s", strerror (errno));
-      send_result (s, id, tool_error (INTERNAL_ERROR_TEXT));
-      job_free (job);
+      nsbox_mcp_log ("socketpair: %s", strerror (errno));
+      send_result (s, id, nsbox_mcp_tool_error (INTERNAL_ERROR_TEXT));
+      nsbox_mcp_job_free (job);
       return;
     }
   job->cancel_fd = pair[0];
@@ -695,7 +355,7 @@ handle_tools_call (struct mcp *s, json_t *id, json_t *params, size_t bytes)
                 "busy: the calls in flight hold %u MiB of requests already; try again later",
                 MAX_IN_FLIGHT_BYTES >> 20);
   if (busy || heavy)
-    job_free (job);
+    nsbox_mcp_job_free (job);
 }
 
 /* notifications/cancelled: a queued call is dropped, a running one's
@@ -726,7 +386,7 @@ handle_cancelled (struct mcp *s, json_t *params)
         close (TAKE_FD (job->cancel_fd));
       }
   pthread_mutex_unlock (&s->lock);
-  job_free (dropped);
+  nsbox_mcp_job_free (dropped);
 }
 
 static const struct
@@ -894,7 +554,7 @@ read_loop (struct mcp *s, int sfd, const char **why)
           char *grown = malloc (want);
           if (!grown)
             {
-              log_line ("out of memory reading stdin");
+              nsbox_mcp_log ("out of memory reading stdin");
               break;
             }
           if (r.buf)
@@ -910,7 +570,7 @@ read_loop (struct mcp *s, int sfd, const char **why)
         {
           if (errno == EINTR)
             continue;
-          log_line ("poll: %s", strerror (errno));
+          nsbox_mcp_log ("poll: %s", strerror (errno));
           break;
         }
       if (p[1].revents)
@@ -918,7 +578,7 @@ read_loop (struct mcp *s, int sfd, const char **why)
           struct signalfd_siginfo si;
           if (read (sfd, &si, sizeof si) == (ssize_t)sizeof si)
             {
-              log_line ("%s: stopping", strsignal ((int)si.ssi_signo));
+              nsbox_mcp_log ("%s: stopping", strsignal ((int)si.ssi_signo));
               *why = si.ssi_signo == SIGTERM  ? "SIGTERM"
                      : si.ssi_signo == SIGINT ? "SIGINT"
                                               : "SIGHUP";
@@ -934,7 +594,7 @@ read_loop (struct mcp *s, int sfd, const char **why)
         continue;
       if (n < 0)
         {
-          log_line ("read stdin: %s", strerror (errno));
+          nsbox_mcp_log ("read stdin: %s", strerror (errno));
           *why = "its input failed";
         }
       if (n <= 0)
@@ -974,7 +634,7 @@ stop (struct mcp *s, const char *why)
     {
       struct job *next = queued->next;
       send_error (s, queued->id, RPC_BUSY, "the server stopped (%s): the call was not run", why);
-      job_free (queued);
+      nsbox_mcp_job_free (queued);
       queued = next;
     }
 }
@@ -986,7 +646,7 @@ ceiling_timeout (const nsbox_config *config, uint64_t *ms)
   cleanup_free char *text = nsbox_config_get (config, "timeout", &err);
   if (!text || nsbox_parse_duration (text, ms) < 0 || *ms == 0)
     {
-      log_line ("the configured timeout: %s", err ? nsbox_error_message (err) : "unreadable");
+      nsbox_mcp_log ("the configured timeout: %s", err ? nsbox_error_message (err) : "unreadable");
       nsbox_error_free (err);
       return -1;
     }
@@ -1004,7 +664,7 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
   s.out_fd = fcntl (STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
   if (s.out_fd < 0 || dup2 (STDERR_FILENO, STDOUT_FILENO) < 0)
     {
-      log_line ("cannot set up stdout: %s", strerror (errno));
+      nsbox_mcp_log ("cannot set up stdout: %s", strerror (errno));
       nsbox_config_free (config);
       return 125;
     }
@@ -1038,7 +698,7 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
   cleanup_free char *runtime = NULL;
   if (sfd < 0 || !workers)
     {
-      log_line ("cannot start: %s", sfd < 0 ? strerror (errno) : "out of memory");
+      nsbox_mcp_log ("cannot start: %s", sfd < 0 ? strerror (errno) : "out of memory");
       goto out;
     }
   if (ceiling_timeout (config, &s.timeout_ms) < 0)
@@ -1047,24 +707,24 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
   s.runsc = runtime && strcmp (runtime, "runsc") == 0;
   if (nsbox_pool_new (config, o->pool_options, &s.pool, &err) < 0)
     {
-      log_line ("%s", nsbox_error_message (err));
+      nsbox_mcp_log ("%s", nsbox_error_message (err));
       nsbox_error_free (err);
       goto out;
     }
   for (; n_workers < o->max_concurrent; n_workers++)
     if (pthread_create (&workers[n_workers], NULL, worker, &s) != 0)
       {
-        log_line ("cannot start a worker thread");
+        nsbox_mcp_log ("cannot start a worker thread");
         goto out;
       }
   if (pthread_create (&progress, NULL, progress_loop, &s) != 0)
     {
-      log_line ("cannot start the progress thread");
+      nsbox_mcp_log ("cannot start the progress thread");
       goto out;
     }
   progress_started = true;
-  log_line ("serving on stdin/stdout (pid %d, %" PRIu64 " concurrent calls)", (int)getpid (),
-            o->max_concurrent);
+  nsbox_mcp_log ("serving on stdin/stdout (pid %d, %" PRIu64 " concurrent calls)", (int)getpid (),
+                 o->max_concurrent);
   read_loop (&s, sfd, &why);
   status = 0;
 out:
@@ -1085,6 +745,6 @@ out:
   pthread_mutex_destroy (&s.lock);
   pthread_mutex_destroy (&s.write_lock);
   if (status == 0)
-    log_line ("stopped");
+    nsbox_mcp_log ("stopped");
   return status;
 }

@@ -1,0 +1,106 @@
+/* What the files of `nsbox mcp` share: one server's state and one call
+ * (a job). mcp.c (the protocol, the queue, the threads) uses mcp_tool.c
+ * (the run_python tool: its schemas, a call's arguments, its result),
+ * which uses nothing of mcp.c. */
+#ifndef NSBOX_MCP_PRIVATE_H
+#define NSBOX_MCP_PRIVATE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcp_files.h"
+#include "pool.h"
+#include "result.h"
+#include "util.h"
+
+/* One message (one line) at most; a longer one is dropped with an error. */
+#define MAX_MESSAGE_BYTES (96u << 20)
+/* The requests of the calls queued and running, in bytes at most: past
+ * it a call is answered busy (a queue of calls each near the message
+ * limit would otherwise hold gigabytes). */
+#define MAX_IN_FLIGHT_BYTES (256u << 20)
+/* notifications/progress every this many seconds of a call that asked. */
+#define PROGRESS_SECONDS 5
+#define TOOL_NAME "run_python"
+#define INTERNAL_ERROR_TEXT                                                                        \
+  "nsbox could not run the code: internal error; details are in the server's log"
+
+/* JSON-RPC error codes. */
+#define RPC_PARSE_ERROR -32700
+#define RPC_INVALID_REQUEST -32600
+#define RPC_METHOD_NOT_FOUND -32601
+#define RPC_INVALID_PARAMS -32602
+#define RPC_INTERNAL_ERROR -32603
+#define RPC_BUSY -32000
+
+/* From this version on: outputSchema and structuredContent. */
+#define STRUCTURED_SINCE "2025-06-18"
+/* From this version on: a tool's input errors are tool results (isError),
+ * not protocol errors, so that the model sees them. */
+#define INPUT_ERRORS_AS_RESULTS_SINCE "2025-11-25"
+
+struct job
+{
+  struct job *next; /* in the queue, then in the running list */
+  json_t *id;
+  json_t *progress_token; /* or NULL */
+  json_t *args;           /* holds the code */
+  const char *code;
+  size_t code_len;
+  nsbox_run_options *options;
+  uint64_t timeout_ms; /* in force */
+  char *note;          /* a line put before the result's text, or NULL */
+  bool structured;     /* answer with structuredContent */
+  int cancel_fd;       /* ours: closing it kills the run */
+  int run_fd;          /* the run's end of the socketpair */
+  bool cancelled;      /* by the client (notifications/cancelled): not answered */
+  bool stopped;        /* by the server's stop: answered with an error */
+  size_t bytes;        /* its request's size, in in_flight_bytes */
+  double started, progressed;
+  struct nsbox_mcp_files files;
+};
+
+struct mcp
+{
+  int out_fd;
+  pthread_mutex_t write_lock; /* whole messages on out_fd */
+  pthread_mutex_t lock;       /* everything below */
+  pthread_cond_t work;        /* a job queued, or stopping */
+  pthread_cond_t tick;        /* the progress thread's clock, or stopping */
+  struct job *queue, **queue_tail, *running;
+  uint64_t queued, idle_workers, max_queue;
+  uint64_t in_flight_bytes; /* the jobs' bytes, queued and running */
+  bool stopping;
+  const char *stop_why; /* why, for the calls the stop ends */
+  /* Set before the threads start, read-only after. */
+  nsbox_pool *pool;
+  uint64_t timeout_ms; /* the configured timeout: the ceiling of a call's */
+  bool runsc;          /* runtime runsc: no files in or out */
+  const char *server_version;
+  /* The main thread's alone. */
+  char protocol_version[16]; /* negotiated; "" before initialize */
+  char client[96];           /* "mcp NAME" from initialize's clientInfo, for the audit log */
+};
+
+static inline void __attribute__ ((format (printf, 1, 2))) nsbox_mcp_log (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  nsbox_vprint_message ("nsbox mcp", fmt, ap);
+  va_end (ap);
+}
+
+json_t *nsbox_mcp_tool_error (const char *text) NSBOX_INTERNAL;
+json_t *nsbox_mcp_tool_description (bool structured) NSBOX_INTERNAL;
+/* Checks a call's arguments into the job: 0; -1 with a reason naming the
+ * argument; -2 out of memory; -3 the host failed (logged). */
+int nsbox_mcp_prepare_job (struct mcp *s, struct job *job, json_t *args, char *why,
+                           size_t size) NSBOX_INTERNAL;
+void nsbox_mcp_job_free (struct job *job) NSBOX_INTERNAL;
+json_t *nsbox_mcp_tool_result (const struct job *job, const nsbox_result *res) NSBOX_INTERNAL;
+
+#endif
