@@ -7,12 +7,12 @@
 #ifndef NSBOX_EGRESS_PRIVATE_H
 #define NSBOX_EGRESS_PRIVATE_H
 
+#include <jansson.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <jansson.h>
 #include <sys/socket.h>
 
 #include "config.h"
@@ -23,19 +23,6 @@
 /* At most this many connections are recorded one by one; the rest are
  * counted. */
 #define RECORDS_MAX 256
-/* Wake-ups in a row that move no byte before a connection is given up (a
- * safety net: every wake-up should move one). */
-#define RELAY_IDLE_WAKES_MAX 1000
-/* The request head and a ClientHello must arrive within this, whatever
- * the idle timeout. */
-#define HEAD_DEADLINE_MS 10000
-#define CONNECT_TIMEOUT_MS 10000
-#define THREAD_STACK (256 * 1024)
-/* How long the end of a run waits for connection threads (one may be in
- * getaddrinfo, which cannot be interrupted). */
-#define STOP_WAIT_MS 2000
-/* How long the FINs of a program that ended by itself may take to come. */
-#define FIN_WAIT_MS 500
 
 struct pin
 {

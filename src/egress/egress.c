@@ -32,6 +32,16 @@
 #include "forksafe.h"
 #include "supervise.h"
 
+/* The request head and a ClientHello must arrive within this, whatever
+ * the idle timeout. */
+#define HEAD_DEADLINE_MS 10000
+#define THREAD_STACK (256 * 1024)
+/* How long the end of a run waits for connection threads (one may be in
+ * getaddrinfo, which cannot be interrupted). */
+#define STOP_WAIT_MS 2000
+/* How long the FINs of a program that ended by itself may take to come. */
+#define FIN_WAIT_MS 500
+
 /* ---- fork ----
  *
  * A process that forks while a proxied run is in flight copies the proxy's

@@ -27,6 +27,10 @@
 #include "error.h"
 #include "supervise.h"
 
+/* Wake-ups in a row that move no byte before a connection is given up (a
+ * safety net: every wake-up should move one). */
+#define RELAY_IDLE_WAKES_MAX 1000
+
 /* ---- the byte budget ---- */
 
 /* How many of `want` bytes this direction may still carry. */

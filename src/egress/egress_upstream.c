@@ -27,6 +27,8 @@
 #include "error.h"
 #include "supervise.h"
 
+#define CONNECT_TIMEOUT_MS 10000
+
 /* ---- the decision ---- */
 
 bool

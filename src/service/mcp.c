@@ -31,6 +31,29 @@
 #include "units.h"
 #include "util.h"
 
+/* One message (one line) at most; a longer one is dropped with an error. */
+#define MAX_MESSAGE_BYTES (96u << 20)
+/* The requests of the calls queued and running, in bytes at most: past
+ * it a call is answered busy (a queue of calls each near the message
+ * limit would otherwise hold gigabytes). */
+#define MAX_IN_FLIGHT_BYTES (256u << 20)
+/* notifications/progress every this many seconds of a call that asked. */
+#define PROGRESS_SECONDS 5
+
+/* JSON-RPC error codes. */
+#define RPC_PARSE_ERROR -32700
+#define RPC_INVALID_REQUEST -32600
+#define RPC_METHOD_NOT_FOUND -32601
+#define RPC_INVALID_PARAMS -32602
+#define RPC_INTERNAL_ERROR -32603
+#define RPC_BUSY -32000
+
+/* From this version on: outputSchema and structuredContent. */
+#define STRUCTURED_SINCE "2025-06-18"
+/* From this version on: a tool's input errors are tool results (isError),
+ * not protocol errors, so that the model sees them. */
+#define INPUT_ERRORS_AS_RESULTS_SINCE "2025-11-25"
+
 /* Oldest first; the last is the one answered to a version we lack. */
 static const char *const protocol_versions[]
     = { "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25" };
