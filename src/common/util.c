@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -166,6 +168,24 @@ nsbox_monotonic_after (uint64_t ms)
       ts.tv_nsec -= 1000000000L;
     }
   return ts;
+}
+
+void
+nsbox_cond_init_monotonic (pthread_cond_t *cond)
+{
+  pthread_condattr_t attr;
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (cond, &attr);
+  pthread_condattr_destroy (&attr);
+}
+
+void
+nsbox_zeroing_free (void *p)
+{
+  if (p)
+    explicit_bzero (p, malloc_usable_size (p));
+  free (p);
 }
 
 void

@@ -7,6 +7,7 @@
 #define NSBOX_UTIL_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -133,6 +134,14 @@ uint64_t nsbox_now_usec (void) NSBOX_INTERNAL;
  * condition whose clock is CLOCK_MONOTONIC. */
 struct timespec nsbox_monotonic_after (uint64_t ms) NSBOX_INTERNAL;
 double nsbox_now_seconds (void) NSBOX_INTERNAL;
+/* Initialises a condition whose timed waits take a deadline from
+ * nsbox_monotonic_after (its clock is CLOCK_MONOTONIC). */
+void nsbox_cond_init_monotonic (pthread_cond_t *cond) NSBOX_INTERNAL;
+
+/* free() that first wipes the whole block (malloc_usable_size): what held a
+ * client's code or files, in a process that pooled sandboxes are cloned
+ * from. The free function serve and mcp give jansson. */
+void nsbox_zeroing_free (void *p) NSBOX_INTERNAL;
 
 /* A program's message on stderr, "PROGRAM: MESSAGE" and a newline, written
  * at once. Only the programs print: never library code. */

@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -57,16 +56,6 @@
 /* Oldest first; the last is the one answered to a version we lack. */
 static const char *const protocol_versions[]
     = { "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25" };
-
-/* The code of a call is the client's: wiped before it is freed, as pooled
- * sandboxes are cloned from this process. */
-static void
-zeroing_free (void *p)
-{
-  if (p)
-    explicit_bzero (p, malloc_usable_size (p));
-  free (p);
-}
 
 /* ---- output ---- */
 
@@ -691,15 +680,12 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
       nsbox_config_free (config);
       return 125;
     }
-  json_set_alloc_funcs (malloc, zeroing_free);
+  /* The code of a call is the client's: wiped before it is freed. */
+  json_set_alloc_funcs (malloc, nsbox_zeroing_free);
   pthread_mutex_init (&s.write_lock, NULL);
   pthread_mutex_init (&s.lock, NULL);
   pthread_cond_init (&s.work, NULL);
-  pthread_condattr_t attr;
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&s.tick, &attr);
-  pthread_condattr_destroy (&attr);
+  nsbox_cond_init_monotonic (&s.tick);
 
   /* Signals: taken through a signalfd by the reading loop; every thread
    * started from here on inherits the block. */

@@ -93,11 +93,7 @@ struct nsbox_pool
 static void
 init_wake (struct nsbox_pool *p)
 {
-  pthread_condattr_t ca;
-  pthread_condattr_init (&ca);
-  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
-  pthread_cond_init (&p->wake, &ca);
-  pthread_condattr_destroy (&ca);
+  nsbox_cond_init_monotonic (&p->wake);
 }
 
 static void

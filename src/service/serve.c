@@ -344,7 +344,8 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
       fail ("%s (install libmicrohttpd12)", why);
       return 125;
     }
-  json_set_alloc_funcs (malloc, nsbox_serve_zeroing_free);
+  /* Request JSON holds the client's code: wiped when jansson frees it. */
+  json_set_alloc_funcs (malloc, nsbox_zeroing_free);
   struct nsbox_server s = { .n_profiles = n_profiles,
                             .max_concurrent = o->max_concurrent,
                             .max_queue = o->max_queue,

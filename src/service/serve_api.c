@@ -25,7 +25,6 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -68,7 +67,7 @@ struct request
 
 /* The code in a request body is the client's: wiped before it is freed,
  * as pooled sandboxes are cloned from this process (see also
- * nsbox_serve_zeroing_free for what jansson allocates). */
+ * nsbox_zeroing_free for what jansson allocates). */
 static void
 wipe_body (struct request *req)
 {
@@ -905,12 +904,4 @@ nsbox_serve_completed (void *cls, struct MHD_Connection *c, void **state,
     wipe_body (req);
   free (req);
   *state = NULL;
-}
-
-void
-nsbox_serve_zeroing_free (void *p)
-{
-  if (p)
-    explicit_bzero (p, malloc_usable_size (p));
-  free (p);
 }

@@ -76,10 +76,6 @@ enum MHD_Result nsbox_serve_handle (void *server, struct MHD_Connection *connect
                                     const char *url, const char *method, const char *version,
                                     const char *upload_data, size_t *upload_data_size,
                                     void **request) NSBOX_INTERNAL;
-/* jansson's free while the server runs: wipes what it frees (request
- * JSON holds the client's code; pooled sandboxes are clones of this
- * process). */
-void nsbox_serve_zeroing_free (void *p) NSBOX_INTERNAL;
 void nsbox_serve_completed (void *server, struct MHD_Connection *connection, void **request,
                             enum MHD_RequestTerminationCode why) NSBOX_INTERNAL;
 
