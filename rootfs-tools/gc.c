@@ -175,12 +175,13 @@ nsbox_store_gc (struct nsbox_store *store, struct nsbox_store_gc_stats *stats,
   struct nsbox_store_gc_stats s = { 0 };
   struct marks m = { 0 };
   cleanup_json json_t *index = NULL;
-  int ret = rt_store_load_index (store, &index, err);
+  json_t *manifests;
+  int ret = rt_store_load_index (store, &index, &manifests, err);
   if (ret >= 0)
     {
       size_t i;
       json_t *e;
-      json_array_foreach (json_object_get (index, "manifests"), i, e)
+      json_array_foreach (manifests, i, e)
           mark_manifest (store, &m, json_string_value (json_object_get (e, "digest")), 0);
       ret = sweep (store, &m, "tmp", keep_tmp, &s.tmp_removed, &s.bytes_freed, err);
     }

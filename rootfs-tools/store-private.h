@@ -106,8 +106,9 @@ NSBOX_INTERNAL int rt_ingest_commit_anon (struct nsbox_ingest *ingest, const cha
 /* Parses a JSON blob from the store (at most RT_MAX_JSON_BYTES). */
 NSBOX_INTERNAL int rt_store_read_json (struct nsbox_store *store, const char *digest, json_t **out,
                                        struct nsbox_error **err);
-/* Parses index.json (an empty index when missing). */
-NSBOX_INTERNAL int rt_store_load_index (struct nsbox_store *store, json_t **out,
+/* Parses index.json (an empty index when missing) into *out; *manifests
+ * (when not NULL) is its "manifests" array, borrowed from *out. */
+NSBOX_INTERNAL int rt_store_load_index (struct nsbox_store *store, json_t **out, json_t **manifests,
                                         struct nsbox_error **err);
 /* Locks locks/<name> (created 0600) with flock `op`; returns the fd. */
 NSBOX_INTERNAL int rt_store_lock (struct nsbox_store *store, const char *name, int op,

@@ -466,8 +466,18 @@ rt_store_read_json (struct nsbox_store *store, const char *digest, json_t **out,
 
 /* index.json ------------------------------------------------------------- */
 
+static int
+index_loaded (json_t *doc, json_t **out, json_t **manifests)
+{
+  if (manifests)
+    *manifests = json_object_get (doc, "manifests");
+  *out = doc;
+  return 0;
+}
+
 int
-rt_store_load_index (struct nsbox_store *store, json_t **out, struct nsbox_error **err)
+rt_store_load_index (struct nsbox_store *store, json_t **out, json_t **manifests,
+                     struct nsbox_error **err)
 {
   cleanup_close int fd = openat (store->root_fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   json_t *doc = NULL;
@@ -479,8 +489,7 @@ rt_store_load_index (struct nsbox_store *store, json_t **out, struct nsbox_error
                        "manifests");
       if (!doc)
         return nsbox_error_oom (err);
-      *out = doc;
-      return 0;
+      return index_loaded (doc, out, manifests);
     }
   json_error_t jerr;
   cleanup_fclose FILE *f = fdopen (TAKE_FD (fd), "r");
@@ -495,8 +504,7 @@ rt_store_load_index (struct nsbox_store *store, json_t **out, struct nsbox_error
       json_decref (doc);
       return nsbox_error_set (err, EBADMSG, "%s/index.json: no manifests array", store->root);
     }
-  *out = doc;
-  return 0;
+  return index_loaded (doc, out, manifests);
 }
 
 static int
@@ -561,10 +569,10 @@ nsbox_store_tag (struct nsbox_store *store, const char *ref, const char *manifes
   if (lock < 0)
     return lock;
   cleanup_json json_t *index = NULL;
-  ret = rt_store_load_index (store, &index, err);
+  json_t *manifests;
+  ret = rt_store_load_index (store, &index, &manifests, err);
   if (ret < 0)
     return ret;
-  json_t *manifests = json_object_get (index, "manifests");
   for (size_t i = json_array_size (manifests); i-- > 0;)
     {
       const char *name = entry_ref (json_array_get (manifests, i));
@@ -595,11 +603,11 @@ nsbox_store_untag (struct nsbox_store *store, const char *ref, struct nsbox_erro
   if (lock < 0)
     return lock;
   cleanup_json json_t *index = NULL;
-  int ret = rt_store_load_index (store, &index, err);
+  json_t *manifests;
+  int ret = rt_store_load_index (store, &index, &manifests, err);
   if (ret < 0)
     return ret;
   cleanup_free char *normal = rt_normalize_ref (ref);
-  json_t *manifests = json_object_get (index, "manifests");
   bool found = false;
   for (size_t i = json_array_size (manifests); i-- > 0;)
     {
@@ -620,10 +628,10 @@ nsbox_store_resolve (struct nsbox_store *store, const char *ref, char **manifest
                      struct nsbox_error **err)
 {
   cleanup_json json_t *index = NULL;
-  int ret = rt_store_load_index (store, &index, err);
+  json_t *manifests;
+  int ret = rt_store_load_index (store, &index, &manifests, err);
   if (ret < 0)
     return ret;
-  json_t *manifests = json_object_get (index, "manifests");
   size_t i;
   json_t *entry;
   json_array_foreach (manifests, i, entry)

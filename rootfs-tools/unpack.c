@@ -451,10 +451,10 @@ nsbox_store_list (struct nsbox_store *store, struct nsbox_store_image **images, 
                   struct nsbox_error **err)
 {
   cleanup_json json_t *index = NULL;
-  int ret = rt_store_load_index (store, &index, err);
+  json_t *manifests;
+  int ret = rt_store_load_index (store, &index, &manifests, err);
   if (ret < 0)
     return ret;
-  json_t *manifests = json_object_get (index, "manifests");
   size_t n = json_array_size (manifests);
   struct nsbox_store_image *out = calloc (n + 1, sizeof *out);
   if (!out)
