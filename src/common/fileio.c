@@ -9,13 +9,15 @@
 
 #include "error.h"
 
-ssize_t
-nsbox_pread_full (int fd, void *buffer, size_t size, off_t offset)
+/* offset < 0: read() from the file's position. */
+static ssize_t
+read_full (int fd, void *buffer, size_t size, off_t offset)
 {
   size_t done = 0;
   while (done < size)
     {
-      ssize_t n = pread (fd, (char *)buffer + done, size - done, offset + (off_t)done);
+      ssize_t n = offset < 0 ? read (fd, (char *)buffer + done, size - done)
+                             : pread (fd, (char *)buffer + done, size - done, offset + (off_t)done);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
@@ -25,6 +27,20 @@ nsbox_pread_full (int fd, void *buffer, size_t size, off_t offset)
       done += (size_t)n;
     }
   return (ssize_t)done;
+}
+
+ssize_t
+nsbox_pread_full (int fd, void *buffer, size_t size, off_t offset)
+{
+  if (offset < 0)
+    return -EINVAL;
+  return read_full (fd, buffer, size, offset);
+}
+
+ssize_t
+nsbox_read_full (int fd, void *buffer, size_t size)
+{
+  return read_full (fd, buffer, size, -1);
 }
 
 int

@@ -11,6 +11,8 @@
 /* Reads up to size bytes at offset, retrying short reads and EINTR: the
  * bytes read (fewer only at the end of the file), or -errno. */
 ssize_t nsbox_pread_full (int fd, void *buffer, size_t size, off_t offset) NSBOX_INTERNAL;
+/* The same from the file's position (a pipe or a socket too). */
+ssize_t nsbox_read_full (int fd, void *buffer, size_t size) NSBOX_INTERNAL;
 
 /* Reads the regular file `path` whole, at most max bytes, NUL-terminated.
  * `what` names it in the messages ("config", "seccomp policy"): "open

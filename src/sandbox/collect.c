@@ -22,6 +22,7 @@
 
 #include "digest.h"
 #include "error.h"
+#include "fileio.h"
 #include "files.h"
 #include "result.h"
 
@@ -124,11 +125,9 @@ copy_hashing (int from, int to, uint64_t size, uint64_t *copied, char hex[NSBOX_
   while (done < size)
     {
       size_t want = size - done < sizeof buf ? (size_t)(size - done) : sizeof buf;
-      ssize_t n = read (from, buf, want);
-      if (n < 0 && errno == EINTR)
-        continue;
+      ssize_t n = nsbox_read_full (from, buf, want);
       if (n < 0)
-        return -errno;
+        return (int)n;
       if (n == 0)
         break;
       if (nsbox_write_all (to, buf, (size_t)n) < 0)
