@@ -129,8 +129,12 @@ exec_program (const struct nsbox_plan *plan)
 static int
 program_main (void *arg)
 {
+  const struct nsbox_plan *plan = arg;
   if (setsid () < 0)
     nsbox_child_fail (NSBOX_STEP_SETSID, errno, NULL);
+  /* Only in the program's own fd table (no CLONE_FILES). */
+  if (plan->control && fcntl (NSBOX_CHILD_FIRST_FREE_FD + plan->inputs.n, F_SETFD, 0) < 0)
+    nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
   exec_program (arg);
   return 127;
 }
@@ -206,7 +210,13 @@ nsbox_child_main (const struct nsbox_plan *plan)
   wipe_launcher_strings (plan);
   const int fds[5]
       = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd, plan->sync_fd };
-  nsbox_child_prologue (fds, plan->inputs.fds, plan->inputs.n, plan->caller_undumpable);
+  /* The inputs, then the control socket of a live sandbox. */
+  int extra[NSBOX_INPUTS_MAX + 1];
+  int n_extra = plan->inputs.n;
+  memcpy (extra, plan->inputs.fds, sizeof (int) * (size_t)n_extra);
+  if (plan->control)
+    extra[n_extra++] = plan->control_fd;
+  nsbox_child_prologue (fds, extra, n_extra, plan->caller_undumpable);
   nsbox_mounts_bind_root (plan);
   nsbox_userns_become (plan->uid, plan->gid, plan->may_setgroups);
   nsbox_child_rearm_parent_death ();
@@ -236,9 +246,12 @@ nsbox_child_main (const struct nsbox_plan *plan)
   if (prctl (PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   pid_t program = spawn_program (plan, program_stack);
-  /* init keeps no copy of the program's stdio. */
+  /* init keeps no copy of the program's stdio, nor of its control
+   * socket: the launcher sees the driver's end as the socket's end. */
   close (0);
   close (1);
   close (2);
+  if (plan->control)
+    close (NSBOX_CHILD_FIRST_FREE_FD + plan->inputs.n);
   nsbox_child_reap (program);
 }

@@ -66,6 +66,11 @@ struct nsbox_plan
   /* Files copied to /mnt/in: their fds in the parent's numbering, placed
    * from NSBOX_CHILD_FIRST_FREE_FD on in the child. */
   struct nsbox_inputs inputs;
+  /* A live sandbox (several runs): the child's end of the control socket,
+   * placed after the inputs (NSBOX_CHILD_FIRST_FREE_FD + inputs.n) and
+   * left open across the program's execve; init keeps no copy. */
+  bool control;
+  int control_fd;
 };
 
 /* Child side: runs the whole setup and never returns (init.c). */
