@@ -46,9 +46,8 @@ struct loop
   uint64_t next_sample_ms;
 };
 
-/* Reads what is there; returns <0 on error, 0 at EOF (fd closed), 1 otherwise. */
-static int
-drain (int *fd, struct nsbox_capture *c)
+int
+nsbox_supervise_drain (int *fd, struct nsbox_capture *c)
 {
   char chunk[65536];
   for (int i = 0; i < 16; i++)
@@ -279,9 +278,9 @@ poll_once (struct loop *l)
     return -errno;
   if (i_in >= 0 && p[i_in].revents)
     feed_stdin (l);
-  if (i_out >= 0 && p[i_out].revents && drain (&l->s->stdout_fd, &l->out) < 0)
+  if (i_out >= 0 && p[i_out].revents && nsbox_supervise_drain (&l->s->stdout_fd, &l->out) < 0)
     return -ENOMEM;
-  if (i_err >= 0 && p[i_err].revents && drain (&l->s->stderr_fd, &l->errs) < 0)
+  if (i_err >= 0 && p[i_err].revents && nsbox_supervise_drain (&l->s->stderr_fd, &l->errs) < 0)
     return -ENOMEM;
   if (i_rep >= 0 && p[i_rep].revents)
     {
@@ -360,12 +359,13 @@ conclude (struct loop *l, const siginfo_t *info, struct nsbox_result *res, struc
   return 0;
 }
 
-static void
-store_output (struct loop *l, struct nsbox_result *res)
+void
+nsbox_supervise_store_output (struct nsbox_capture *stdout_c, struct nsbox_capture *stderr_c,
+                              struct nsbox_result *res)
 {
   struct nsbox_captured out, errs;
-  nsbox_capture_finish (&l->out, &out);
-  nsbox_capture_finish (&l->errs, &errs);
+  nsbox_capture_finish (stdout_c, &out);
+  nsbox_capture_finish (stderr_c, &errs);
   res->stdout_buf = out.buf;
   res->stdout_len = out.len;
   res->stdout_truncated = out.truncated;
@@ -459,7 +459,7 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   if (l.cpu_seen_usec / 1000 > res->cpu_ms)
     res->cpu_ms = l.cpu_seen_usec / 1000;
   res->memory_peak_bytes = maxrss_kb * 1024;
-  store_output (&l, res);
+  nsbox_supervise_store_output (&l.out, &l.errs, res);
   res->timeout_ms = d->timeout_ms;
   res->memory_limit_bytes = d->memory_bytes;
   if (r < 0)

@@ -45,6 +45,14 @@ int nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *streams,
                      struct nsbox_limits *limits, const struct nsbox_dispatch *dispatch,
                      struct nsbox_result *res, struct nsbox_error **err) NSBOX_INTERNAL;
 
+/* Reads what is there from a non-blocking fd into c: <0 on error, 0 at
+ * EOF (the fd is then closed and set to -1), 1 otherwise. */
+int nsbox_supervise_drain (int *fd, struct nsbox_capture *c) NSBOX_INTERNAL;
+
+/* Ends both captures into the result's output fields. */
+void nsbox_supervise_store_output (struct nsbox_capture *stdout_c, struct nsbox_capture *stderr_c,
+                                   struct nsbox_result *res) NSBOX_INTERNAL;
+
 /* The CPU time of the process tree under pid (every thread's children),
  * from /proc; UINT64_MAX when it cannot be read. */
 uint64_t nsbox_tree_cpu_usec (pid_t pid) NSBOX_INTERNAL;
