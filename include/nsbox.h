@@ -265,6 +265,69 @@ extern "C"
    * may be in progress. NULL is allowed. */
   NSBOX_EXPORT void nsbox_pool_free (nsbox_pool *pool);
 
+  /* A live sandbox for one conversation: one Python interpreter kept for
+   * any number of runs, each run's code executed in the same __main__
+   * namespace (variables, functions and imports survive), /tmp and the
+   * working directory kept, a background process the code started left
+   * running inside it. Built fresh with the pool's configuration (native
+   * runtime; runsc refuses with ENOTSUP), never shared, and destroyed by
+   * nsbox_sandbox_close. Memory, pids, cpu and tmp-size are the
+   * sandbox's, for its whole life; timeout and max-output-bytes are each
+   * run's. The driver that keeps the interpreter is inside the sandbox and
+   * the program's to break: nothing the launcher enforces depends on it.
+   *
+   * Sandbox options, each by default the pool configuration's key of the
+   * same name: "sandbox-max-runs" (0: no limit), "sandbox-max-lifetime"
+   * and "sandbox-idle-timeout": a run asked for past any of them is refused
+   * (ESRCH) and the sandbox destroyed; and "session" (the audit log's and
+   * the quotas' label for its runs). */
+  typedef struct nsbox_sandbox nsbox_sandbox;
+  typedef struct nsbox_sandbox_options nsbox_sandbox_options;
+
+  NSBOX_EXPORT nsbox_sandbox_options *nsbox_sandbox_options_new (struct nsbox_error **err);
+  NSBOX_EXPORT int nsbox_sandbox_options_set (nsbox_sandbox_options *options, const char *key,
+                                              const char *value, struct nsbox_error **err);
+  NSBOX_EXPORT void nsbox_sandbox_options_free (nsbox_sandbox_options *options);
+
+  /* Starts a sandbox with the pool's configuration; options may be NULL.
+   * The pool must outlive it. */
+  NSBOX_EXPORT int nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options,
+                                       nsbox_sandbox **sandbox, struct nsbox_error **err);
+
+  /* The sandbox's id: 32 lowercase hex digits (128 random bits). */
+  NSBOX_EXPORT const char *nsbox_sandbox_id (const nsbox_sandbox *sandbox);
+
+  /* One run in the sandbox, with the run options of nsbox_pool_run
+   * ("timeout", "max-output-bytes", "session"; inputs and output-dir are
+   * refused). The result says sandbox_id, sandbox_run (1, 2, ...) and
+   * value, the repr of the code's last expression when it is one and not
+   * None (NULL otherwise; at most max-output-bytes). A traceback goes to
+   * stderr, exit code 1, and the interpreter survives it; SystemExit(N)
+   * gives exit code N, the interpreter survives it too. At the timeout the
+   * code is interrupted (KeyboardInterrupt, exit code 130, timed_out): the
+   * state survives; code that does not return within 2 s of it gets the
+   * sandbox killed (exit code 137, sandbox_lost). A sandbox whose program
+   * died is lost too. After a loss every run fails with ESRCH saying why.
+   * Thread-safe; one run at a time: a run while another is in progress on
+   * the same sandbox fails at once with EBUSY. Output a background thread
+   * or process writes after a run ended is the next run's. */
+  NSBOX_EXPORT int nsbox_sandbox_run (nsbox_sandbox *sandbox, const char *code, size_t code_len,
+                                      const nsbox_run_options *options, nsbox_result **result,
+                                      struct nsbox_error **err);
+
+  /* The value of the code's last expression (NUL-terminated, UTF-8 as the
+   * code wrote it; len may be NULL), or NULL. */
+  NSBOX_EXPORT const char *nsbox_result_value (const nsbox_result *result, size_t *len);
+  /* For a run of a live sandbox: its id (else NULL), its run number (else
+   * 0), and whether the sandbox is gone. */
+  NSBOX_EXPORT const char *nsbox_result_sandbox_id (const nsbox_result *result);
+  NSBOX_EXPORT uint64_t nsbox_result_sandbox_run (const nsbox_result *result);
+  NSBOX_EXPORT bool nsbox_result_sandbox_lost (const nsbox_result *result);
+
+  /* Kills everything of the sandbox and frees it; waits for a run in
+   * progress. NULL is allowed. */
+  NSBOX_EXPORT void nsbox_sandbox_close (nsbox_sandbox *sandbox);
+
 #ifdef __cplusplus
 }
 #endif

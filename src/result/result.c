@@ -38,8 +38,11 @@ nsbox_result_free (nsbox_result *result)
     explicit_bzero (result->stdout_buf, result->stdout_len);
   if (result->stderr_buf)
     explicit_bzero (result->stderr_buf, result->stderr_len);
+  if (result->value)
+    explicit_bzero (result->value, result->value_len);
   free (result->stdout_buf);
   free (result->stderr_buf);
+  free (result->value);
   for (size_t i = 0; i < result->n_files; i++)
     free (result->files[i].name);
   free (result->files);
@@ -169,6 +172,32 @@ bool
 nsbox_result_warm (const nsbox_result *result)
 {
   return result && result->warm;
+}
+
+const char *
+nsbox_result_value (const nsbox_result *result, size_t *len)
+{
+  if (len)
+    *len = result && result->value ? result->value_len : 0;
+  return result ? result->value : NULL;
+}
+
+const char *
+nsbox_result_sandbox_id (const nsbox_result *result)
+{
+  return result && result->in_sandbox ? result->sandbox_id : NULL;
+}
+
+uint64_t
+nsbox_result_sandbox_run (const nsbox_result *result)
+{
+  return result && result->in_sandbox ? result->sandbox_run : 0;
+}
+
+bool
+nsbox_result_sandbox_lost (const nsbox_result *result)
+{
+  return result && result->sandbox_lost;
 }
 
 const char *
@@ -517,7 +546,7 @@ quota_refusal_value (const nsbox_result *result)
 /* The key order is part of the documented format, so members are added in
  * that order and dumped with JSON_PRESERVE_ORDER. */
 json_t *
-nsbox_result_value (const nsbox_result *result)
+nsbox_result_json_value (const nsbox_result *result)
 {
   size_t stdout_len = 0, stderr_len = 0;
   const char *stdout_bytes = nsbox_result_stdout (result, &stdout_len);
@@ -551,6 +580,15 @@ nsbox_result_value (const nsbox_result *result)
       || object_add (object, "egress",
                      result->egress ? json_deep_copy (result->egress) : json_null ())
              < 0)
+    return NULL;
+  if (result->in_sandbox
+      && (object_add (object, "value",
+                      result->value ? stream_value (result->value, result->value_len)
+                                    : json_null ())
+              < 0
+          || object_add (object, "sandbox_id", json_string (result->sandbox_id)) < 0
+          || object_add (object, "sandbox_run", counter_value (result->sandbox_run)) < 0
+          || object_add (object, "sandbox_lost", json_boolean (result->sandbox_lost)) < 0))
     return NULL;
   return TAKE_PTR (object);
 }
@@ -603,7 +641,7 @@ nsbox_result_to_json (const nsbox_result *result, struct nsbox_error **err)
       return NULL;
     }
 
-  cleanup_json json_t *object = nsbox_result_value (result);
+  cleanup_json json_t *object = nsbox_result_json_value (result);
   if (!object)
     {
       nsbox_error_sys (err, ENOMEM, "encode result as json");

@@ -71,6 +71,15 @@ struct nsbox_result
   uint64_t retry_after_ms;
   /* network: proxy: the egress report (egress.h), a JSON object; or NULL. */
   struct json_t *egress;
+  /* A run of a live sandbox (nsbox_sandbox_run): which sandbox and which of
+   * its runs, whether its state is gone, and the repr of the code's last
+   * expression (NULL when it had none, or it was None). */
+  bool in_sandbox;
+  bool sandbox_lost;
+  char sandbox_id[33];
+  uint64_t sandbox_run;
+  char *value;
+  size_t value_len;
 };
 
 /* The result of a run a quota refused: exit code -1, nothing else. */
@@ -90,7 +99,7 @@ void nsbox_signal_name (int sig, char *name, size_t size) NSBOX_INTERNAL;
 
 /* The JSON result as a jansson object (a new reference; NULL when out of
  * memory), members in their documented order. */
-struct json_t *nsbox_result_value (const nsbox_result *result) NSBOX_INTERNAL;
+struct json_t *nsbox_result_json_value (const nsbox_result *result) NSBOX_INTERNAL;
 
 /* A result rebuilt from its JSON form (a server's answer), so that it is
  * shown exactly as a local one. -EBADMSG when a required member (exit_code,

@@ -195,6 +195,51 @@ Test (result, json_has_documented_keys_in_order_with_their_values, .timeout = 5)
   free (text);
 }
 
+Test (result, a_live_sandbox_run_ends_with_its_four_members, .timeout = 5)
+{
+  nsbox_result *result = make_result ("", 0, "", 0);
+  result->in_sandbox = true;
+  result->sandbox_run = 3;
+  snprintf (result->sandbox_id, sizeof result->sandbox_id, "%s",
+            "0123456789abcdef0123456789abcdef");
+  result->value = strdup ("'caf\xc3\xa9' \xff");
+  result->value_len = strlen (result->value);
+  cr_assert_str_eq (nsbox_result_value (result, NULL), "'caf\xc3\xa9' \xff");
+  cr_assert_str_eq (nsbox_result_sandbox_id (result), "0123456789abcdef0123456789abcdef");
+  cr_assert_eq (nsbox_result_sandbox_run (result), 3);
+  cr_assert_not (nsbox_result_sandbox_lost (result));
+  char *text = encode (result);
+  json_t *root = decode (text);
+  static const char *const tail[]
+      = { "egress", "value", "sandbox_id", "sandbox_run", "sandbox_lost" };
+  size_t n = json_object_size (root), i = 0;
+  const char *key;
+  json_t *value;
+  json_object_foreach (root, key, value)
+  {
+    if (i + 5 >= n)
+      cr_assert_str_eq (key, tail[i + 5 - n]);
+    i++;
+  }
+  /* Valid UTF-8 kept, an invalid byte replaced, as for stdout. */
+  cr_assert_str_eq (json_string_value (json_object_get (root, "value")),
+                    "'caf\xc3\xa9' " REPLACEMENT);
+  cr_assert_eq (json_integer_value (json_object_get (root, "sandbox_run")), 3);
+  cr_assert (json_is_false (json_object_get (root, "sandbox_lost")));
+  json_decref (root);
+  free (text);
+  /* A single run has none of them. */
+  result->in_sandbox = false;
+  text = encode (result);
+  nsbox_result_free (result);
+  root = decode (text);
+  cr_assert_null (json_object_get (root, "value"));
+  cr_assert_null (json_object_get (root, "sandbox_id"));
+  cr_assert_null (nsbox_result_sandbox_id (NULL));
+  json_decref (root);
+  free (text);
+}
+
 Test (result, signal_9_is_named_sigkill, .timeout = 5)
 {
   nsbox_result *result = make_result ("", 0, "", 0);
