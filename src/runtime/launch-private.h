@@ -93,10 +93,22 @@ struct nsbox_launch
   struct nsbox_streams streams;
   struct nsbox_native_launch native;
   struct nsbox_runsc_launch runsc;
+  /* A live sandbox (live.c): the launcher's end of the control socket,
+   * the program's pidfd once found, and the driver's command line. */
+  int control_fd;
+  int program_pidfd;
+  char *live_argv[8];
+  char live_fd_arg[16];
   /* Every launch of the process, for fork (run.c). */
   struct nsbox_fork_node fork_node;
   bool foreign; /* this is a forked copy of the process that started it */
 };
+
+/* Native: the program's host pid (init's one child), or -1. */
+pid_t nsbox_native_program (struct nsbox_launch *r) NSBOX_INTERNAL;
+
+/* The Python source of a live sandbox's driver (live.c). */
+extern const char nsbox_live_driver[] NSBOX_INTERNAL;
 
 /* Kills what runs of the sandbox and reaps its init (a runtime's finish
  * calls it when it fails before the supervision). */

@@ -28,6 +28,24 @@ int nsbox_launch_run (const nsbox_config *config, const char *code, size_t code_
 int nsbox_launch_start (const nsbox_config *config, struct nsbox_launch **launch,
                         struct nsbox_error **err) NSBOX_INTERNAL;
 
+/* Like nsbox_launch_start, for a live sandbox (live.c): the program is
+ * the driver, which keeps one interpreter for every run of the sandbox;
+ * native runtime only. */
+int nsbox_launch_start_live (const nsbox_config *config, struct nsbox_launch **launch,
+                             struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* Run number `run` of a live sandbox: its code, supervised with the
+ * dispatch's timeout and caps, fills `res` (in_sandbox, value; 0 also when
+ * the run ended the sandbox: then res->sandbox_lost, and nothing of it
+ * runs any more, the caller only releases it). At the timeout the code is
+ * interrupted (SIGINT: KeyboardInterrupt); one that does not return within
+ * a grace period of 2 s loses the sandbox. -errno with err when the
+ * launcher failed (the sandbox is then killed, and res->sandbox_lost set
+ * when it was). */
+int nsbox_launch_turn (struct nsbox_launch *launch, uint64_t run,
+                       const struct nsbox_dispatch *dispatch, struct nsbox_result *res,
+                       struct nsbox_error **err) NSBOX_INTERNAL;
+
 /* Feeds `code` to the program, closes its stdin and supervises it exactly
  * like a cold run, the timeout counted from this call; fills `res`. When it
  * returns, in every case, no process of the sandbox is left but, at most,

@@ -247,6 +247,14 @@ native_probe (struct nsbox_launch *r)
                                                                           : NSBOX_LAUNCH_STARTING;
 }
 
+pid_t
+nsbox_native_program (struct nsbox_launch *r)
+{
+  if (r->native.program <= 0)
+    r->native.program = find_program (r->child.pid);
+  return r->native.program > 0 ? r->native.program : -1;
+}
+
 static void
 native_release (struct nsbox_launch *r)
 {

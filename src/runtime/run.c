@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include "child.h"
 #include "config.h"
 #include "error.h"
 #include "files.h"
@@ -58,8 +59,9 @@ static void
 launch_forked (struct nsbox_fork_node *node)
 {
   struct nsbox_launch *r = container_of (node, struct nsbox_launch, fork_node);
-  int *fds[] = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd,
-                 &r->streams.report_fd, &r->child.pidfd };
+  int *fds[]
+      = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd, &r->streams.report_fd,
+          &r->child.pidfd,      &r->control_fd,        &r->program_pidfd };
   for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
     if (*fds[i] >= 0)
       close (TAKE_FD (*fds[i]));
@@ -116,6 +118,10 @@ launch_release (struct nsbox_launch *r)
   nsbox_image_release (&r->image);
   nsbox_pipes_close (&r->pipes);
   nsbox_inputs_close (&r->plan.inputs);
+  nsbox_close_slot (&r->control_fd);
+  nsbox_close_slot (&r->program_pidfd);
+  if (r->plan.control)
+    nsbox_close_slot (&r->plan.control_fd);
   json_decref (nsbox_egress_stop (r->proxy, false));
   free (r);
 }
@@ -266,7 +272,8 @@ prepare_plan (struct nsbox_launch *r, const struct nsbox_config *c, struct nsbox
       || (ret = hash_filter (r, c, err)) < 0
       || (ret = nsbox_inputs_open (c->inputs, c->inputs_len, &r->plan.inputs, err)) < 0)
     return ret;
-  r->plan.argv = c->command;
+  if (!r->plan.control)
+    r->plan.argv = c->command;
   r->plan.egress = r->egress;
   if (r->egress && (ret = nsbox_egress_new (c, &r->proxy, err)) < 0)
     return ret;
@@ -336,8 +343,39 @@ nsbox_launch_check_files (const nsbox_config *c, enum nsbox_runtime runtime, boo
   return output_dir ? nsbox_launch_refuse_output_dir (err) : 0;
 }
 
-int
-nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsbox_error **err)
+/* A live sandbox runs the driver (live.c) with the interpreter the
+ * config's command names, and gets the control socket. */
+static int
+prepare_live (struct nsbox_launch *r, const nsbox_config *c, struct nsbox_error **err)
+{
+  if (r->runtime == NSBOX_RUNTIME_RUNSC)
+    return nsbox_error_set (err, ENOTSUP,
+                            "live sandboxes are not available with runtime runsc yet (the "
+                            "driver's control socket is not passed into gVisor): use runtime "
+                            "native");
+  if (!c->command || !c->command[0])
+    return nsbox_error_set (err, EINVAL, "a live sandbox needs a command naming the interpreter");
+  int sv[2];
+  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return nsbox_error_sys (err, errno, "create the live sandbox's control socket");
+  r->control_fd = sv[0];
+  r->plan.control = true;
+  r->plan.control_fd = sv[1];
+  snprintf (r->live_fd_arg, sizeof r->live_fd_arg, "%d",
+            NSBOX_CHILD_FIRST_FREE_FD + (int)c->inputs_len);
+  size_t n = 0;
+  r->live_argv[n++] = c->command[0];
+  r->live_argv[n++] = (char *)"-u";
+  r->live_argv[n++] = (char *)"-c";
+  r->live_argv[n++] = (char *)nsbox_live_driver;
+  r->live_argv[n++] = r->live_fd_arg;
+  r->live_argv[n] = NULL;
+  r->plan.argv = r->live_argv;
+  return 0;
+}
+
+static int
+launch_start (const nsbox_config *c, bool live, struct nsbox_launch **out, struct nsbox_error **err)
 {
   int ret = check_caller (err);
   if (ret < 0)
@@ -351,6 +389,7 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
   r->native.mnt_ns_fd = -1;
   r->child = (struct nsbox_child){ -1, -1 };
   r->streams = (struct nsbox_streams){ -1, -1, -1, -1 };
+  r->control_fd = r->program_pidfd = -1;
   nsbox_limits_init (&r->limits);
   nsbox_pipes_init (&r->pipes);
   launch_register (r);
@@ -358,7 +397,8 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
   r->ops = r->runtime == NSBOX_RUNTIME_RUNSC ? &nsbox_runsc_ops : &nsbox_native_ops;
   r->egress = nsbox_egress_wanted (c);
   if ((ret = nsbox_launch_check_files (c, r->runtime, c->output_dir != NULL, err)) < 0
-      || (ret = nsbox_egress_check (c, r->runtime == NSBOX_RUNTIME_RUNSC, err)) < 0)
+      || (ret = nsbox_egress_check (c, r->runtime == NSBOX_RUNTIME_RUNSC, err)) < 0
+      || (live && (ret = prepare_live (r, c, err)) < 0))
     {
       launch_release (r);
       return ret;
@@ -374,8 +414,28 @@ nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsb
       launch_release (r);
       return ret;
     }
+  if (live)
+    {
+      /* The child has its copy; the program's stdin is at its end at once,
+       * as after a single run's code. */
+      nsbox_close_slot (&r->plan.control_fd);
+      r->plan.control = false;
+      nsbox_close_slot (&r->streams.stdin_fd);
+    }
   *out = r;
   return 0;
+}
+
+int
+nsbox_launch_start (const nsbox_config *c, struct nsbox_launch **out, struct nsbox_error **err)
+{
+  return launch_start (c, false, out, err);
+}
+
+int
+nsbox_launch_start_live (const nsbox_config *c, struct nsbox_launch **out, struct nsbox_error **err)
+{
+  return launch_start (c, true, out, err);
 }
 
 void

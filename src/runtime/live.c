@@ -1,0 +1,467 @@
+/* A live sandbox: one interpreter kept for many runs of one conversation.
+ *
+ * The driver below runs as the sandbox's program: it reads each run's code
+ * from the control socket (a frame "R RUN LEN CAP\n" and LEN bytes), runs
+ * it in one __main__ namespace, and answers "D RUN STATUS HAS_VALUE LEN\n"
+ * with LEN bytes of the last expression's repr (at most CAP). The driver
+ * is the program's to read, replace or crash, so the launcher trusts it
+ * for one thing only, the end of the run it asked for, and only as long as
+ * the run's time lasts: the timeout, the caps and the kill are enforced
+ * here, on the launcher's side, whatever the driver says. A forged frame
+ * can end the program's own run early; it cannot reach another sandbox.
+ *
+ * A run's output is what the launcher read from the sandbox's pipes
+ * between sending the code and reading the driver's answer (then one last
+ * look at the pipes): bytes a background thread or process writes later
+ * stay in the pipes and are the next run's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "launch-private.h"
+#include "report.h"
+
+/* After the interrupt at timeout: how long the code has to return before
+ * the whole sandbox is killed. */
+#define LIVE_GRACE_MS 2000
+/* After the driver's end of the control socket closed: how long its
+ * program has to exit on its own before the sandbox is killed. */
+#define DRIVER_EXIT_MS 500
+/* The longest answer line the driver may write before its value. */
+#define FRAME_HEAD_MAX 96
+
+/* Run with `python -u -c`, the control socket's fd number as argv[1]. */
+const char nsbox_live_driver[]
+    = "import sys\n"
+      "def _nsbox_driver():\n"
+      "    import ast, builtins, os, signal, traceback, types\n"
+      "    fd = int(sys.argv.pop(1))\n"
+      "    sys.argv[0] = '-'\n"
+      "    main = types.ModuleType('__main__')\n"
+      "    main.__builtins__ = builtins\n"
+      "    sys.modules['__main__'] = main\n"
+      "    ns = main.__dict__\n"
+      "    buf = bytearray()\n"
+      "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+      "\n"
+      "    def fill():\n"
+      "        data = os.read(fd, 65536)\n"
+      "        if not data:\n"
+      "            os._exit(0)\n"
+      "        buf.extend(data)\n"
+      "\n"
+      "    def frame():\n"
+      "        while b'\\n' not in buf:\n"
+      "            fill()\n"
+      "        end = buf.index(b'\\n')\n"
+      "        head = bytes(buf[:end]).split()\n"
+      "        if len(head) != 4 or head[0] != b'R':\n"
+      "            os._exit(125)\n"
+      "        run, size, cap = int(head[1]), int(head[2]), int(head[3])\n"
+      "        while len(buf) < end + 1 + size:\n"
+      "            fill()\n"
+      "        code = bytes(buf[end + 1:end + 1 + size])\n"
+      "        del buf[:end + 1 + size]\n"
+      "        return run, code, cap\n"
+      "\n"
+      "    def flush():\n"
+      "        for f in (sys.stdout, sys.stderr):\n"
+      "            try:\n"
+      "                f.flush()\n"
+      "            except BaseException:\n"
+      "                pass\n"
+      "\n"
+      "    def execute(code):\n"
+      "        tree = ast.parse(code, '<stdin>', 'exec')\n"
+      "        last = None\n"
+      "        if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
+      "            last = ast.Expression(tree.body.pop().value)\n"
+      "        exec(compile(tree, '<stdin>', 'exec', dont_inherit=True), ns)\n"
+      "        if last is not None:\n"
+      "            value = eval(compile(last, '<stdin>', 'eval', dont_inherit=True), ns)\n"
+      "            if value is not None:\n"
+      "                return repr(value)\n"
+      "        return None\n"
+      "\n"
+      "    def report(e):\n"
+      "        tb = e.__traceback__\n"
+      "        while tb is not None and tb.tb_frame.f_code.co_filename != '<stdin>':\n"
+      "            tb = tb.tb_next\n"
+      "        try:\n"
+      "            traceback.print_exception(type(e), e, tb)\n"
+      "        except BaseException:\n"
+      "            pass\n"
+      "\n"
+      "    while True:\n"
+      "        try:\n"
+      "            run, code, cap = frame()\n"
+      "        except KeyboardInterrupt:\n"
+      "            continue\n"
+      "        status, value = 0, None\n"
+      "        try:\n"
+      "            try:\n"
+      "                value = execute(code)\n"
+      "            except SystemExit as e:\n"
+      "                if e.code is None:\n"
+      "                    status = 0\n"
+      "                elif isinstance(e.code, int):\n"
+      "                    status = e.code & 0xff\n"
+      "                else:\n"
+      "                    print(e.code, file=sys.stderr)\n"
+      "                    status = 1\n"
+      "            except KeyboardInterrupt as e:\n"
+      "                report(e)\n"
+      "                status = 130\n"
+      "            except BaseException as e:\n"
+      "                report(e)\n"
+      "                status = 1\n"
+      "            flush()\n"
+      "        except KeyboardInterrupt:\n"
+      "            status = 130\n"
+      "        raw = b''\n"
+      "        if value is not None:\n"
+      "            raw = value.encode('utf-8', 'backslashreplace')[:cap]\n"
+      "        try:\n"
+      "            os.write(fd, b'D %d %d %d %d\\n' % (run, status, value is not None, len(raw)) + "
+      "raw)\n"
+      "        except KeyboardInterrupt:\n"
+      "            pass\n"
+      "        value = raw = code = None\n"
+      "_nsbox_driver()\n";
+
+struct turn
+{
+  struct nsbox_launch *r;
+  const struct nsbox_dispatch *d;
+  uint64_t run;
+  char head[FRAME_HEAD_MAX];
+  size_t head_len, sent; /* of head, then of the code */
+  struct nsbox_capture out, errs;
+  char *answer; /* what came on the control socket */
+  size_t answer_len, answer_cap;
+  bool done, gone, broken, interrupted, killed, cancelled;
+  int status;
+  bool has_value;
+  size_t value_off, value_len;
+  uint64_t deadline, grace_deadline;
+};
+
+static void
+set_nonblocking (int fd)
+{
+  if (fd >= 0)
+    fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* Whatever sits on the control socket before a run was not asked for. */
+static void
+discard_answers (int fd)
+{
+  char junk[4096];
+  for (int i = 0; i < 64; i++)
+    if (recv (fd, junk, sizeof junk, MSG_DONTWAIT) <= 0)
+      return;
+}
+
+static void
+send_code (struct turn *t)
+{
+  while (!t->broken)
+    {
+      const char *p;
+      size_t n;
+      if (t->sent < t->head_len)
+        p = t->head + t->sent, n = t->head_len - t->sent;
+      else if (t->sent - t->head_len < t->d->code_len)
+        p = t->d->code + (t->sent - t->head_len), n = t->d->code_len - (t->sent - t->head_len);
+      else
+        return;
+      ssize_t w = send (t->r->control_fd, p, n > 65536 ? 65536 : n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0 && errno == EAGAIN)
+        return;
+      if (w <= 0)
+        t->broken = true; /* the driver closed its end */
+      else
+        t->sent += (size_t)w;
+    }
+}
+
+static bool
+all_sent (const struct turn *t)
+{
+  return t->sent >= t->head_len + t->d->code_len;
+}
+
+/* One answer line "D RUN STATUS HAS_VALUE LEN": 1 with the answer of this
+ * run complete, 0 while more is to come, -1 when it cannot be one. An
+ * answer for another run (a stale or a forged one) is dropped. */
+static int
+parse_answer (struct turn *t)
+{
+  for (;;)
+    {
+      char *nl = memchr (t->answer, '\n',
+                         t->answer_len < FRAME_HEAD_MAX ? t->answer_len : FRAME_HEAD_MAX);
+      if (!nl)
+        return t->answer_len >= FRAME_HEAD_MAX ? -1 : 0;
+      char line[FRAME_HEAD_MAX + 1];
+      size_t line_len = (size_t)(nl - t->answer);
+      memcpy (line, t->answer, line_len);
+      line[line_len] = '\0';
+      uint64_t run;
+      int status, has_value, used = 0;
+      size_t len;
+      if (sscanf (line, "D %" SCNu64 " %d %d %zu%n", &run, &status, &has_value, &len, &used) != 4
+          || (size_t)used != line_len || status < 0 || status > 255
+          || (has_value != 0 && has_value != 1) || len > t->d->max_output_bytes)
+        return -1;
+      size_t total = line_len + 1 + len;
+      if (t->answer_len < total)
+        return 0;
+      if (run == t->run)
+        {
+          t->status = status;
+          t->has_value = has_value;
+          t->value_off = line_len + 1;
+          t->value_len = len;
+          return 1;
+        }
+      memmove (t->answer, t->answer + total, t->answer_len - total);
+      t->answer_len -= total;
+    }
+}
+
+static void
+read_answer (struct turn *t)
+{
+  for (;;)
+    {
+      if (t->answer_len == t->answer_cap)
+        {
+          t->broken = true; /* longer than any answer may be */
+          return;
+        }
+      ssize_t n = recv (t->r->control_fd, t->answer + t->answer_len, t->answer_cap - t->answer_len,
+                        MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return;
+      if (n <= 0)
+        {
+          t->broken = true; /* the driver's end is gone */
+          return;
+        }
+      t->answer_len += (size_t)n;
+      int p = parse_answer (t);
+      if (p != 0)
+        {
+          t->done = p > 0;
+          t->broken = p < 0;
+          return;
+        }
+    }
+}
+
+static int
+drain_output (struct turn *t)
+{
+  struct nsbox_streams *s = &t->r->streams;
+  if ((s->stdout_fd >= 0 && nsbox_supervise_drain (&s->stdout_fd, &t->out) < 0)
+      || (s->stderr_fd >= 0 && nsbox_supervise_drain (&s->stderr_fd, &t->errs) < 0))
+    return -ENOMEM;
+  return 0;
+}
+
+/* KeyboardInterrupt in the driver's main thread: its answer then comes
+ * with the state kept. */
+static bool
+interrupt (struct turn *t)
+{
+  struct nsbox_launch *r = t->r;
+  if (r->program_pidfd < 0)
+    {
+      pid_t pid = nsbox_native_program (r);
+      if (pid > 0)
+        r->program_pidfd = (int)syscall (SYS_pidfd_open, pid, 0);
+    }
+  return r->program_pidfd >= 0
+         && syscall (SYS_pidfd_send_signal, r->program_pidfd, SIGINT, NULL, 0) == 0;
+}
+
+static int
+poll_turn (struct turn *t)
+{
+  struct nsbox_launch *r = t->r;
+  struct pollfd p[5];
+  int n = 0, i_ctl, i_out = -1, i_err = -1, i_pid, i_cancel = -1;
+  p[i_ctl = n++] = (struct pollfd){ r->control_fd, POLLIN | (all_sent (t) ? 0 : POLLOUT), 0 };
+  if (r->streams.stdout_fd >= 0)
+    p[i_out = n++] = (struct pollfd){ r->streams.stdout_fd, POLLIN, 0 };
+  if (r->streams.stderr_fd >= 0)
+    p[i_err = n++] = (struct pollfd){ r->streams.stderr_fd, POLLIN, 0 };
+  p[i_pid = n++] = (struct pollfd){ r->child.pidfd, POLLIN, 0 };
+  if (t->d->cancel_fd >= 0)
+    p[i_cancel = n++]
+        = (struct pollfd){ t->d->cancel_fd, t->d->cancel_on_half_close ? POLLRDHUP : 0, 0 };
+  uint64_t now = nsbox_now_ms ();
+  uint64_t until = t->interrupted ? t->grace_deadline : t->deadline;
+  int wait = until > now ? (int)(until - now > 60000 ? 60000 : until - now) : 0;
+  if (poll (p, (nfds_t)n, wait) < 0 && errno != EINTR)
+    return -errno;
+  /* The output first: what was written before the answer is in the pipes
+   * before it. */
+  if ((i_out >= 0 && p[i_out].revents && nsbox_supervise_drain (&r->streams.stdout_fd, &t->out) < 0)
+      || (i_err >= 0 && p[i_err].revents
+          && nsbox_supervise_drain (&r->streams.stderr_fd, &t->errs) < 0))
+    return -ENOMEM;
+  if (p[i_ctl].revents & POLLOUT)
+    send_code (t);
+  if (p[i_ctl].revents & (POLLIN | POLLHUP | POLLERR))
+    read_answer (t);
+  if (p[i_pid].revents)
+    t->gone = true;
+  if (i_cancel >= 0 && p[i_cancel].revents)
+    t->cancelled = true;
+  return 0;
+}
+
+/* The sandbox is lost: what init said of its program, if it said it. */
+static void
+conclude_lost (struct turn *t, struct nsbox_result *res)
+{
+  struct nsbox_launch *r = t->r;
+  struct nsbox_report rep = { 0 };
+  bool have = r->streams.report_fd >= 0
+              && read (r->streams.report_fd, &rep, sizeof rep) == (ssize_t)sizeof rep
+              && rep.kind == NSBOX_REPORT_STATUS;
+  nsbox_limits_kill (&r->limits);
+  nsbox_limits_collect (&r->limits, res);
+  nsbox_launch_kill (r);
+  res->sandbox_lost = true;
+  if (have && !t->killed && WIFEXITED (rep.status))
+    res->exit_code = WEXITSTATUS (rep.status);
+  else
+    {
+      res->signal = have && WIFSIGNALED (rep.status) ? WTERMSIG (rep.status) : SIGKILL;
+      res->exit_code = 128 + res->signal;
+    }
+}
+
+int
+nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_dispatch *d,
+                   struct nsbox_result *res, struct nsbox_error **err)
+{
+  if (r->foreign)
+    return nsbox_error_set (err, ECHILD,
+                            "this sandbox was started by the process this one forked from");
+  if (r->control_fd < 0 || r->child.pidfd < 0)
+    return nsbox_error_set (err, ESRCH, "this sandbox is gone");
+  struct turn t = { .r = r, .d = d, .run = run };
+  t.answer_cap = FRAME_HEAD_MAX + (size_t)d->max_output_bytes + 1;
+  t.answer = malloc (t.answer_cap);
+  if (!t.answer)
+    return nsbox_error_oom (err);
+  t.head_len = (size_t)snprintf (t.head, sizeof t.head, "R %" PRIu64 " %zu %" PRIu64 "\n", run,
+                                 d->code_len, d->max_output_bytes);
+  nsbox_capture_init (&t.out, d->capture, d->max_output_bytes);
+  nsbox_capture_init (&t.errs, d->capture, d->max_output_bytes);
+  set_nonblocking (r->control_fd);
+  set_nonblocking (r->streams.stdout_fd);
+  set_nonblocking (r->streams.stderr_fd);
+  set_nonblocking (r->streams.report_fd);
+  discard_answers (r->control_fd);
+  uint64_t cpu_before = nsbox_launch_cpu_usec (r);
+  uint64_t start = nsbox_now_ms ();
+  t.deadline = start + d->timeout_ms;
+  int ret = 0;
+  send_code (&t);
+  while (!t.done && !t.broken && !t.gone && !t.cancelled)
+    {
+      uint64_t now = nsbox_now_ms ();
+      if (!t.interrupted && now >= t.deadline)
+        {
+          t.interrupted = true;
+          t.grace_deadline = now + LIVE_GRACE_MS;
+          if (!interrupt (&t))
+            break;
+        }
+      else if (t.interrupted && now >= t.grace_deadline)
+        break;
+      if ((ret = poll_turn (&t)) < 0)
+        break;
+    }
+  /* The driver's end closed: its program is most likely exiting; its own
+   * status says more than a kill. */
+  if (ret >= 0 && t.broken && !t.gone)
+    {
+      struct pollfd p = { r->child.pidfd, POLLIN, 0 };
+      t.gone = poll (&p, 1, DRIVER_EXIT_MS) > 0;
+    }
+  /* One last look: what the program wrote before its answer. */
+  if (ret >= 0)
+    ret = drain_output (&t);
+  uint64_t cpu_after = nsbox_launch_cpu_usec (r);
+  res->in_sandbox = true;
+  res->sandbox_run = run;
+  res->timed_out = t.interrupted;
+  if (t.done && ret >= 0)
+    {
+      res->exit_code = t.interrupted && t.status == 0 ? 130 : t.status;
+      if (t.has_value)
+        {
+          res->value = malloc (t.value_len + 1);
+          if (!res->value)
+            ret = -ENOMEM;
+          else
+            {
+              memcpy (res->value, t.answer + t.value_off, t.value_len);
+              res->value[t.value_len] = '\0';
+              res->value_len = t.value_len;
+            }
+        }
+    }
+  else
+    {
+      t.killed = !t.gone;
+      conclude_lost (&t, res);
+    }
+  explicit_bzero (t.answer, t.answer_len);
+  free (t.answer);
+  nsbox_supervise_store_output (&t.out, &t.errs, res);
+  res->duration_ms = nsbox_now_ms () - start;
+  if (cpu_before != UINT64_MAX && cpu_after != UINT64_MAX && cpu_after >= cpu_before)
+    res->cpu_ms = (cpu_after - cpu_before) / 1000;
+  res->timeout_ms = d->timeout_ms;
+  res->memory_limit_bytes = d->memory_bytes;
+  for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
+    res->limits[i] = r->limits.mech[i];
+  res->runtime = nsbox_launch_runtime (r);
+  memcpy (res->policy_sha256, r->policy_sha256, sizeof res->policy_sha256);
+  memcpy (res->image_digest, r->image_digest, sizeof res->image_digest);
+  if (ret < 0)
+    {
+      if (!res->sandbox_lost)
+        {
+          nsbox_launch_kill (r);
+          res->sandbox_lost = true;
+        }
+      return nsbox_error_sys (err, -ret, "supervise the sandbox's run");
+    }
+  if (t.cancelled)
+    return nsbox_error_set (err, ECANCELED,
+                            "the client went away: the run was killed, and its sandbox with it");
+  return 0;
+}
