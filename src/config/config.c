@@ -74,6 +74,8 @@ nsbox_config_new (struct nsbox_error **err)
   config->memory_bytes = 256ULL << 20;
   config->cpus_milli = 500;
   config->pids_limit = 64;
+  config->sandbox_idle_timeout_ms = 10 * 60 * 1000;
+  config->sandbox_max_lifetime_ms = 60 * 60 * 1000;
   config->max_output_bytes = 65536;
   config->output_capture = NSBOX_CAPTURE_HEAD_TAIL;
   config->tmp_size_bytes = 64ULL << 20;

@@ -71,8 +71,13 @@ struct nsbox_config
   uint64_t quota_cpu_ms;
   uint64_t quota_wall_ms;
   uint64_t quota_window_ms; /* > 0 */
-  char *quota_state_dir;    /* the CLI's state files (quota.h), or NULL: this process */
-  char **base_env;          /* an image's Env resolved outside the library (the CLI), or NULL */
+  /* A live sandbox's life (nsbox_sandbox_open): idle and total, > 0; runs,
+   * 0 for no limit. */
+  uint64_t sandbox_idle_timeout_ms;
+  uint64_t sandbox_max_lifetime_ms;
+  uint64_t sandbox_max_runs;
+  char *quota_state_dir; /* the CLI's state files (quota.h), or NULL: this process */
+  char **base_env;       /* an image's Env resolved outside the library (the CLI), or NULL */
   size_t base_env_len;
   char *image_digest; /* the manifest digest of `image` when the CLI resolved it to rootfs */
 };
