@@ -334,11 +334,12 @@ limits_value (const nsbox_config *c)
 static json_t *
 outcome_value (const nsbox_config *c, const nsbox_result *result)
 {
-  json_t *o = nsbox_result_value (result);
+  json_t *o = nsbox_result_json_value (result);
   if (o && !c->audit_code)
     {
       json_object_del (o, "stdout");
       json_object_del (o, "stderr");
+      json_object_del (o, "value");
     }
   return o;
 }
@@ -409,7 +410,8 @@ record_value (const nsbox_config *c, const struct nsbox_audit_run *run, size_t c
                            : result->quota_refusal ? "refused"
                                                    : "run"))
              < 0
-      || add (r, "run_id", json_string (id)) < 0 || add (r, "session", text_or_null (session)) < 0)
+      || add (r, "run_id", json_string (id)) < 0 || add (r, "session", text_or_null (session)) < 0
+      || (run->sandbox_id && add (r, "sandbox_id", json_string (run->sandbox_id)) < 0))
     return NULL;
   json_t *caller = add_object (r, "caller");
   if (!caller || add (caller, "uid", json_integer ((json_int_t)getuid ())) < 0

@@ -16,8 +16,9 @@
 
 struct nsbox_audit_run
 {
-  const char *session; /* NULL: the config's */
-  const char *client;  /* the caller's name (a server's client), or NULL */
+  const char *session;    /* NULL: the config's */
+  const char *client;     /* the caller's name (a server's client), or NULL */
+  const char *sandbox_id; /* a live sandbox's run: its id, and the record says it */
   const char *code;
   size_t code_len;
   uint64_t started_ms; /* CLOCK_REALTIME, when the run was asked for */

@@ -20,6 +20,7 @@ nsbox_gate_run (const struct nsbox_gate *g, nsbox_gate_fn run, void *ctx, nsbox_
   struct nsbox_audit_run audit = {
     .session = g->session,
     .client = g->client,
+    .sandbox_id = g->sandbox_id,
     .code = g->code,
     .code_len = g->code_len,
     .started_ms = nsbox_realtime_ms (),

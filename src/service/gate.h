@@ -21,6 +21,7 @@ struct nsbox_gate
   const char *session;        /* the session named in the record; NULL: the config's */
   const char *client;         /* who asked (a server's client), or NULL */
   const char *quota_scope;    /* counts the session's quotas in "SCOPE|SESSION", or NULL */
+  const char *sandbox_id;     /* a live sandbox's run: named in the record */
   const char *code;
   size_t code_len;
   uint64_t timeout_ms; /* what the run may take, reserved at admission */

@@ -516,9 +516,15 @@ take_entry (struct nsbox_pool *p, uint64_t *cpu_at_dispatch)
 
 /* The pool's timeout and output cap, lowered by the run's options; a run
  * may not raise them. */
-static int
-effective_limits (nsbox_pool *p, const nsbox_run_options *options, uint64_t *timeout_ms,
-                  uint64_t *max_output, struct nsbox_error **err)
+const nsbox_config *
+nsbox_pool_config (nsbox_pool *p)
+{
+  return p->config;
+}
+
+int
+nsbox_pool_run_limits (nsbox_pool *p, const nsbox_run_options *options, uint64_t *timeout_ms,
+                       uint64_t *max_output, struct nsbox_error **err)
 {
   *timeout_ms = p->config->timeout_ms;
   *max_output = p->config->max_output_bytes;
@@ -559,7 +565,7 @@ int
 nsbox_pool_check_options (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
 {
   uint64_t t, m;
-  int r = effective_limits (p, options, &t, &m, err);
+  int r = nsbox_pool_run_limits (p, options, &t, &m, err);
   return r < 0 ? r : check_files (p, options, err);
 }
 
@@ -592,7 +598,7 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
   if (!p || !out || (!code && code_len))
     return nsbox_error_set (err, EINVAL, "nsbox_pool_run: invalid arguments");
   uint64_t timeout_ms, max_output;
-  int r = effective_limits (p, options, &timeout_ms, &max_output, err);
+  int r = nsbox_pool_run_limits (p, options, &timeout_ms, &max_output, err);
   if (r < 0 || (r = check_files (p, options, err)) < 0)
     return r;
   const char *output_dir

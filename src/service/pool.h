@@ -51,4 +51,12 @@ int nsbox_pool_check_options (nsbox_pool *pool, const nsbox_run_options *options
 /* How many entries wait for a run now. */
 size_t nsbox_pool_ready (nsbox_pool *pool) NSBOX_INTERNAL;
 
+/* The pool's own configuration (its image resolved to a rootfs). */
+const nsbox_config *nsbox_pool_config (nsbox_pool *pool) NSBOX_INTERNAL;
+
+/* The timeout and output cap of a run with `options` (which may only lower
+ * the pool's), or -EINVAL saying which is too high. */
+int nsbox_pool_run_limits (nsbox_pool *pool, const nsbox_run_options *options, uint64_t *timeout_ms,
+                           uint64_t *max_output, struct nsbox_error **err) NSBOX_INTERNAL;
+
 #endif

@@ -104,3 +104,33 @@ Test (pool, a_bad_rootfs_is_refused_when_the_pool_is_made, .timeout = 10)
   nsbox_error_free (err);
   nsbox_config_free (c);
 }
+
+Test (sandbox_options, the_life_keys_are_taken_and_bad_ones_refused_by_name, .timeout = 5)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_sandbox_options *o = nsbox_sandbox_options_new (&err);
+  cr_assert_not_null (o);
+  cr_assert_eq (nsbox_sandbox_options_set (o, "sandbox-idle-timeout", "90s", &err), 0);
+  cr_assert_eq (nsbox_sandbox_options_set (o, "sandbox-max-lifetime", "2h", &err), 0);
+  cr_assert_eq (nsbox_sandbox_options_set (o, "sandbox-max-runs", "0", &err), 0);
+  cr_assert_eq (nsbox_sandbox_options_set (o, "session", "conversation-7", &err), 0);
+  static const char *const bad[][3] = {
+    { "sandbox-idle-timeout", "0", "'sandbox-idle-timeout'" },
+    { "sandbox-idle-timeout", "later", "'sandbox-idle-timeout'" },
+    { "sandbox-max-lifetime", "", "'sandbox-max-lifetime'" },
+    { "sandbox-max-runs", "-3", "'sandbox-max-runs'" },
+    { "sandbox-max-runs", "many", "'sandbox-max-runs'" },
+    { "timeout", "1s", "unknown sandbox option 'timeout'" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    {
+      EXPECT_REFUSED (nsbox_sandbox_options_set (o, bad[i][0], bad[i][1], &err), bad[i][2]);
+    }
+  EXPECT_REFUSED (nsbox_sandbox_options_set (o, "session", "no spaces", &err), "'session'");
+  EXPECT_REFUSED (nsbox_sandbox_options_set (NULL, "session", "x", &err), "invalid arguments");
+  EXPECT_REFUSED (nsbox_sandbox_open (NULL, o, NULL, &err), "invalid arguments");
+  EXPECT_REFUSED (nsbox_sandbox_run (NULL, "1", 1, NULL, NULL, &err), "invalid arguments");
+  nsbox_sandbox_options_free (o);
+  nsbox_sandbox_options_free (NULL);
+  nsbox_sandbox_close (NULL);
+}

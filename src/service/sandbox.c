@@ -1,0 +1,309 @@
+/* Live sandboxes (nsbox_sandbox_*): one sandbox, with its driver
+ * (src/runtime/live.c), kept for the runs of one conversation. Each run
+ * passes the admission and audit gate like a single run, with the
+ * sandbox's id in its record. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "config.h"
+#include "error.h"
+#include "gate.h"
+#include "launch.h"
+#include "pool-private.h"
+#include "pool.h"
+#include "units.h"
+#include "util.h"
+
+/* Each field UINT64_MAX (session NULL): the pool's configuration's. */
+struct nsbox_sandbox_options
+{
+  uint64_t idle_timeout_ms;
+  uint64_t max_lifetime_ms;
+  uint64_t max_runs; /* 0: no limit */
+  char *session;
+};
+
+struct nsbox_sandbox
+{
+  pthread_mutex_t lock; /* held for a whole run */
+  nsbox_pool *pool;
+  struct nsbox_launch *launch; /* NULL once gone */
+  char id[33];
+  struct nsbox_sandbox_options options;
+  uint64_t runs;
+  uint64_t opened_ms, last_ms;
+  char gone[160]; /* why it is gone, once it is */
+};
+
+nsbox_sandbox_options *
+nsbox_sandbox_options_new (struct nsbox_error **err)
+{
+  nsbox_sandbox_options *o = calloc (1, sizeof *o);
+  if (!o)
+    {
+      nsbox_error_oom (err);
+      return NULL;
+    }
+  o->idle_timeout_ms = o->max_lifetime_ms = o->max_runs = UINT64_MAX;
+  return o;
+}
+
+void
+nsbox_sandbox_options_free (nsbox_sandbox_options *o)
+{
+  if (!o)
+    return;
+  free (o->session);
+  free (o);
+}
+
+int
+nsbox_sandbox_options_set (nsbox_sandbox_options *o, const char *key, const char *value,
+                           struct nsbox_error **err)
+{
+  if (!o || !key || !value)
+    return nsbox_error_set (err, EINVAL, "nsbox_sandbox_options_set: invalid arguments");
+  uint64_t v = 0;
+  if (strcmp (key, "sandbox-idle-timeout") == 0 || strcmp (key, "sandbox-max-lifetime") == 0)
+    {
+      if (nsbox_parse_duration (value, &v) < 0 || v == 0)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for '%s': expected a duration above zero "
+                                "such as 90s, 10m or 1h",
+                                value, key);
+      if (strcmp (key, "sandbox-idle-timeout") == 0)
+        o->idle_timeout_ms = v;
+      else
+        o->max_lifetime_ms = v;
+      return 0;
+    }
+  if (strcmp (key, "sandbox-max-runs") == 0)
+    {
+      if (nsbox_parse_count (value, &v) < 0)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for 'sandbox-max-runs': expected a number "
+                                "of runs (0: no limit)",
+                                value);
+      o->max_runs = v;
+      return 0;
+    }
+  if (strcmp (key, "session") == 0)
+    {
+      if (!nsbox_session_valid (value))
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value for sandbox option 'session': expected 1 to 128 "
+                                "letters, digits and ._:@+=/-");
+      char *copy = strdup (value);
+      if (!copy)
+        return nsbox_error_oom (err);
+      free (o->session);
+      o->session = copy;
+      return 0;
+    }
+  return nsbox_error_set (err, EINVAL,
+                          "unknown sandbox option '%s' (expected sandbox-idle-timeout, "
+                          "sandbox-max-lifetime, sandbox-max-runs or session)",
+                          key);
+}
+
+static int
+random_id (char id[33], struct nsbox_error **err)
+{
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes)
+    {
+      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return nsbox_error_sys (err, errno, "choose the sandbox's id");
+      got += (size_t)n;
+    }
+  for (size_t i = 0; i < sizeof bytes; i++)
+    snprintf (id + 2 * i, 3, "%02x", bytes[i]);
+  return 0;
+}
+
+int
+nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbox_sandbox **out,
+                    struct nsbox_error **err)
+{
+  if (!pool || !out)
+    return nsbox_error_set (err, EINVAL, "nsbox_sandbox_open: invalid arguments");
+  nsbox_sandbox *s = calloc (1, sizeof *s);
+  if (!s)
+    return nsbox_error_oom (err);
+  const nsbox_config *c = nsbox_pool_config (pool);
+  s->options.idle_timeout_ms = c->sandbox_idle_timeout_ms;
+  s->options.max_lifetime_ms = c->sandbox_max_lifetime_ms;
+  s->options.max_runs = c->sandbox_max_runs;
+  if (options && options->idle_timeout_ms != UINT64_MAX)
+    s->options.idle_timeout_ms = options->idle_timeout_ms;
+  if (options && options->max_lifetime_ms != UINT64_MAX)
+    s->options.max_lifetime_ms = options->max_lifetime_ms;
+  if (options && options->max_runs != UINT64_MAX)
+    s->options.max_runs = options->max_runs;
+  if (options && options->session && !(s->options.session = strdup (options->session)))
+    {
+      free (s);
+      return nsbox_error_oom (err);
+    }
+  int r = random_id (s->id, err);
+  if (r >= 0)
+    r = nsbox_launch_start_live (c, &s->launch, err);
+  if (r < 0)
+    {
+      free (s->options.session);
+      free (s);
+      return r;
+    }
+  pthread_mutex_init (&s->lock, NULL);
+  s->pool = pool;
+  s->opened_ms = s->last_ms = nsbox_now_ms ();
+  *out = s;
+  return 0;
+}
+
+const char *
+nsbox_sandbox_id (const nsbox_sandbox *s)
+{
+  return s ? s->id : NULL;
+}
+
+/* Locked. Destroys what is left of the sandbox, saying why. */
+static void
+sandbox_end (nsbox_sandbox *s, const char *why)
+{
+  if (!s->gone[0])
+    snprintf (s->gone, sizeof s->gone, "%s", why);
+  if (s->launch)
+    {
+      nsbox_launch_destroy (s->launch);
+      s->launch = NULL;
+    }
+}
+
+/* Locked: a run past the sandbox's life ends it. */
+static int
+check_life (nsbox_sandbox *s, struct nsbox_error **err)
+{
+  uint64_t now = nsbox_now_ms ();
+  if (s->launch && s->options.max_lifetime_ms && now - s->opened_ms >= s->options.max_lifetime_ms)
+    sandbox_end (s, "it reached its sandbox-max-lifetime");
+  else if (s->launch && s->options.idle_timeout_ms
+           && now - s->last_ms >= s->options.idle_timeout_ms)
+    sandbox_end (s, "it stayed idle past its sandbox-idle-timeout");
+  else if (s->launch && s->options.max_runs && s->runs >= s->options.max_runs)
+    sandbox_end (s, "it reached its sandbox-max-runs");
+  if (!s->launch)
+    return nsbox_error_set (err, ESRCH, "sandbox %s is gone (%s): open a new one", s->id,
+                            s->gone[0] ? s->gone : "closed");
+  return 0;
+}
+
+struct sandbox_turn
+{
+  nsbox_sandbox *s;
+  const struct nsbox_dispatch *d;
+};
+
+static int
+sandbox_turn (void *ctx, nsbox_result **out, struct nsbox_error **err)
+{
+  struct sandbox_turn *t = ctx;
+  nsbox_sandbox *s = t->s;
+  nsbox_result *res = calloc (1, sizeof *res);
+  if (!res)
+    return nsbox_error_oom (err);
+  uint64_t run = ++s->runs;
+  int r = nsbox_launch_turn (s->launch, run, t->d, res, err);
+  memcpy (res->sandbox_id, s->id, sizeof res->sandbox_id);
+  if (res->sandbox_lost)
+    {
+      char why[128];
+      if (res->timed_out)
+        snprintf (why, sizeof why, "run %" PRIu64 " did not return within 2s of its timeout", run);
+      else
+        snprintf (why, sizeof why, "its program ended in run %" PRIu64 " (exit code %d)", run,
+                  res->exit_code);
+      sandbox_end (s, why);
+    }
+  if (r < 0)
+    {
+      nsbox_result_free (res);
+      return r;
+    }
+  *out = res;
+  return 0;
+}
+
+int
+nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
+                   const nsbox_run_options *options, nsbox_result **out, struct nsbox_error **err)
+{
+  if (!s || !out || (!code && code_len))
+    return nsbox_error_set (err, EINVAL, "nsbox_sandbox_run: invalid arguments");
+  if (options && (options->inputs_len || options->output_dir))
+    return nsbox_error_set (err, EINVAL,
+                            "inputs and output-dir are not available for a run in a live "
+                            "sandbox yet");
+  if (pthread_mutex_trylock (&s->lock) != 0)
+    return nsbox_error_set (err, EBUSY, "sandbox %s is running another run: one at a time", s->id);
+  uint64_t timeout_ms, max_output;
+  int r = check_life (s, err);
+  if (r >= 0)
+    r = nsbox_pool_run_limits (s->pool, options, &timeout_ms, &max_output, err);
+  if (r < 0)
+    {
+      pthread_mutex_unlock (&s->lock);
+      return r;
+    }
+  const nsbox_config *c = nsbox_pool_config (s->pool);
+  struct nsbox_dispatch d = {
+    .code = code,
+    .code_len = code_len,
+    .timeout_ms = timeout_ms,
+    .max_output_bytes = max_output,
+    .cancel_fd = options ? options->cancel_fd : -1,
+    .cancel_on_half_close = options && options->cancel_on_half_close,
+    .capture = c->output_capture,
+    .memory_bytes = c->memory_bytes,
+    .output_dir_fd = -1,
+  };
+  struct sandbox_turn t = { .s = s, .d = &d };
+  const char *session = options && options->session ? options->session : s->options.session;
+  struct nsbox_gate gate = {
+    .config = c,
+    .session = session,
+    .client = options ? options->client : NULL,
+    .quota_scope = options ? options->quota_scope : NULL,
+    .sandbox_id = s->id,
+    .code = code,
+    .code_len = code_len,
+    .timeout_ms = timeout_ms,
+  };
+  bool refused;
+  r = nsbox_gate_run (&gate, sandbox_turn, &t, out, &refused, err);
+  s->last_ms = nsbox_now_ms ();
+  pthread_mutex_unlock (&s->lock);
+  return r;
+}
+
+void
+nsbox_sandbox_close (nsbox_sandbox *s)
+{
+  if (!s)
+    return;
+  pthread_mutex_lock (&s->lock);
+  sandbox_end (s, "closed");
+  pthread_mutex_unlock (&s->lock);
+  pthread_mutex_destroy (&s->lock);
+  free (s->options.session);
+  free (s);
+}
