@@ -26,6 +26,7 @@
 #include "client.h"
 #include "pool.h"
 #include "quota.h"
+#include "repl.h"
 #include "result.h"
 #include "seccomp.h"
 #include "serve.h"
@@ -137,6 +138,7 @@ usage (FILE *out)
       "                 [--header-timeout T] [--body-timeout T] [--idle-timeout T]\n"
       "       nsbox mcp [OPTIONS] [--max-concurrent N] [--max-queue N] [--pool-size N]\n"
       "                 [--pool-max-age T] [--pool-refill N]\n"
+      "       nsbox repl [OPTIONS] [--json]   (a live sandbox: each block ends at an empty line)\n"
       "       nsbox check-policy FILE\n"
       "       nsbox audit verify FILE\n"
       "       nsbox doctor [--json] [OPTIONS]\n"
@@ -869,6 +871,31 @@ cmd_mcp (int argc, char **argv)
   return ret;
 }
 
+static int
+cmd_repl (int argc, char **argv)
+{
+  struct cli cli = { 0 };
+  int ret = parse_args (&cli, argc, argv);
+  cleanup_free struct setting *settings = cli.settings;
+  cleanup_free const char **profiles = cli.profiles;
+  cleanup_error struct nsbox_error *err = NULL;
+  nsbox_config *config = ret == 0 ? nsbox_config_new (&err) : NULL;
+  if (ret == 0 && !config)
+    ret = fail ("%s", nsbox_error_message (err));
+  if (ret == 0)
+    ret = configure (&cli, config);
+  if (ret == 0)
+    ret = share_quotas (config);
+  struct nsbox_image image = { .lock_fd = -1 };
+  if (ret == 0 && !config->rootfs)
+    ret = resolve_image (config, &image);
+  if (ret == 0)
+    ret = nsbox_repl (TAKE_PTR (config), STDIN_FILENO, cli.json);
+  nsbox_config_free (config);
+  nsbox_image_release (&image);
+  return ret;
+}
+
 static void
 print_warning (const char *message, void *data)
 {
@@ -945,6 +972,8 @@ main (int argc, char **argv)
     return cmd_serve (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "mcp") == 0)
     return cmd_mcp (argc - 1, argv + 1);
+  if (argc >= 2 && strcmp (argv[1], "repl") == 0)
+    return cmd_repl (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "audit") == 0)
     return cmd_audit (argc - 1, argv + 1);
   if (argc >= 2 && strcmp (argv[1], "doctor") == 0)

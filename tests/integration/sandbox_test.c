@@ -1,0 +1,439 @@
+/* Live sandboxes through `nsbox repl --json` (the library's
+ * nsbox_sandbox_*): state kept between runs, the interrupt at timeout and
+ * the sandbox's loss, a driver the program attacks, and what is left on
+ * the host afterwards (looked for in /proc, not taken from nsbox). */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* A repl being fed block by block, its JSON lines read as they come. */
+struct repl
+{
+  struct run_job job;
+  char buf[1 << 20];
+  size_t len;
+  json_t *results[32];
+  size_t n;
+  double fed_at;
+};
+
+static double
+now_s (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+repl_start_with (struct repl *r, const char *timeout, const char *key, const char *value)
+{
+  memset (r, 0, sizeof *r);
+  const char *const args[] = { "--json", "--timeout", timeout, key, value, NULL };
+  run_nsbox_spawn ("repl", true, args, false, &r->job);
+}
+
+static void
+repl_start (struct repl *r, const char *timeout)
+{
+  repl_start_with (r, timeout, NULL, NULL);
+}
+
+/* One block (an empty line ends it). */
+static void
+repl_feed (struct repl *r, const char *block)
+{
+  r->fed_at = now_s ();
+  size_t len = strlen (block);
+  cr_assert (write (r->job.in_fd, block, len) == (ssize_t)len, "write: %s", strerror (errno));
+  cr_assert (write (r->job.in_fd, "\n\n", 2) == 2);
+}
+
+/* The next result line, within `seconds`; NULL at EOF. */
+static json_t *
+repl_next (struct repl *r, double seconds)
+{
+  double deadline = now_s () + harness_scaled (seconds);
+  for (;;)
+    {
+      char *nl = memchr (r->buf, '\n', r->len);
+      if (nl)
+        {
+          json_error_t je;
+          json_t *j = json_loadb (r->buf, (size_t)(nl - r->buf), 0, &je);
+          cr_assert_not_null (j, "not a JSON line: %.*s", (int)(nl - r->buf), r->buf);
+          r->len -= (size_t)(nl + 1 - r->buf);
+          memmove (r->buf, nl + 1, r->len);
+          cr_assert (r->n < 32);
+          r->results[r->n++] = j;
+          return j;
+        }
+      double left = deadline - now_s ();
+      cr_assert (left > 0, "no result line within %.1fs", harness_scaled (seconds));
+      struct pollfd p = { r->job.out_fd, POLLIN, 0 };
+      poll (&p, 1, (int)(left * 1000) + 1);
+      ssize_t n = read (r->job.out_fd, r->buf + r->len, sizeof r->buf - r->len);
+      if (n == 0)
+        return NULL;
+      if (n < 0 && errno != EAGAIN && errno != EINTR)
+        cr_assert_fail ("read: %s", strerror (errno));
+      if (n > 0)
+        r->len += (size_t)n;
+    }
+}
+
+/* Closes stdin, waits for the repl; its exit status, stderr in *err. */
+static int
+repl_end (struct repl *r, char **err)
+{
+  close (r->job.in_fd);
+  char tail[4096];
+  while (read (r->job.out_fd, tail, sizeof tail) > 0)
+    ;
+  size_t cap = 65536, len = 0;
+  char *e = malloc (cap);
+  cr_assert_not_null (e);
+  ssize_t n;
+  while ((n = read (r->job.err_fd, e + len, cap - len - 1)) > 0)
+    len += (size_t)n;
+  e[len] = '\0';
+  close (r->job.out_fd);
+  close (r->job.err_fd);
+  int status;
+  while (waitpid (r->job.pid, &status, 0) < 0)
+    cr_assert (errno == EINTR);
+  for (size_t i = 0; i < r->n; i++)
+    json_decref (r->results[i]);
+  if (err)
+    *err = e;
+  else
+    free (e);
+  return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
+}
+
+static const char *
+str (json_t *j, const char *key)
+{
+  json_t *v = json_object_get (j, key);
+  return json_is_string (v) ? json_string_value (v) : NULL;
+}
+
+static long long
+num (json_t *j, const char *key)
+{
+  json_t *v = json_object_get (j, key);
+  cr_assert (json_is_integer (v), "no integer %s", key);
+  return json_integer_value (v);
+}
+
+static bool
+flag (json_t *j, const char *key)
+{
+  json_t *v = json_object_get (j, key);
+  cr_assert (json_is_boolean (v), "no boolean %s", key);
+  return json_is_true (v);
+}
+
+/* How many host processes have `marker` in their command line. */
+static int
+host_processes_with (const char *marker)
+{
+  DIR *d = opendir ("/proc");
+  cr_assert_not_null (d);
+  int found = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9')
+        continue;
+      char path[300], cmd[4096];
+      snprintf (path, sizeof path, "/proc/%s/cmdline", e->d_name);
+      int fd = open (path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0)
+        continue;
+      ssize_t n = read (fd, cmd, sizeof cmd - 1);
+      close (fd);
+      if (n <= 0)
+        continue;
+      for (ssize_t i = 0; i < n; i++)
+        if (cmd[i] == '\0')
+          cmd[i] = ' ';
+      cmd[n] = '\0';
+      if (strstr (cmd, marker))
+        found++;
+    }
+  closedir (d);
+  return found;
+}
+
+/* A background process whose command line names `marker`. */
+static void
+start_marked (struct repl *r, char *marker, size_t size)
+{
+  snprintf (marker, size, "nsbox-live-%d-%ld", (int)getpid (), (long)random ());
+  char code[512];
+  snprintf (code, sizeof code,
+            "import subprocess, sys\n"
+            "bg = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '%s'])\n"
+            "bg.pid > 0",
+            marker);
+  repl_feed (r, code);
+}
+
+/* Python: the driver's control socket, the one socket the program has. */
+#define FIND_CONTROL_FD                                                                            \
+  "import os, stat\n"                                                                              \
+  "def is_socket(f):\n"                                                                            \
+  "    try:\n"                                                                                     \
+  "        return stat.S_ISSOCK(os.fstat(f).st_mode)\n"                                            \
+  "    except OSError:\n"                                                                          \
+  "        return False\n"                                                                         \
+  "fd = [f for f in range(3, 64) if is_socket(f)][0]\n"
+
+static bool
+runsc_refused (void)
+{
+  if (!harness_is_runsc ())
+    return false;
+  struct repl r;
+  repl_start (&r, "5s");
+  char *err;
+  int status = repl_end (&r, &err);
+  cr_assert (status == 125, "expected exit status 125 under runsc, got %d", status);
+  cr_assert (strstr (err, "not available with runtime runsc"), "expected the refusal, got: %s",
+             err);
+  free (err);
+  return true;
+}
+
+Test (sandbox, state_survives_between_runs, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  repl_start (&r, "10s");
+  repl_feed (&r, "x = 41\nimport json\n"
+                 "def twice(v):\n    return json.dumps([v, v])\n"
+                 "open('/tmp/note', 'w').write('kept')");
+  json_t *a = repl_next (&r, 30);
+  cr_assert_eq (num (a, "exit_code"), 0, "run 1: %s", str (a, "stderr"));
+  cr_assert_str_eq (str (a, "value"), "4");
+  cr_assert_eq (num (a, "sandbox_run"), 1);
+  const char *id = str (a, "sandbox_id");
+  cr_assert (id && strlen (id) == 32 && strspn (id, "0123456789abcdef") == 32, "id %s", id);
+  repl_feed (&r, "y = x + 1\n1/0");
+  json_t *b = repl_next (&r, 30);
+  cr_assert_eq (num (b, "exit_code"), 1);
+  cr_assert (strstr (str (b, "stderr"), "ZeroDivisionError"), "stderr: %s", str (b, "stderr"));
+  cr_assert (json_is_null (json_object_get (b, "value")));
+  repl_feed (&r, "print(open('/tmp/note').read())\ntwice(y)");
+  json_t *c = repl_next (&r, 30);
+  cr_assert_eq (num (c, "exit_code"), 0, "run 3: %s", str (c, "stderr"));
+  cr_assert_str_eq (str (c, "stdout"), "kept\n");
+  cr_assert_str_eq (str (c, "value"), "'[42, 42]'");
+  cr_assert_str_eq (str (c, "sandbox_id"), id);
+  cr_assert_eq (num (c, "sandbox_run"), 3);
+  cr_assert_not (flag (c, "sandbox_lost"));
+  cr_assert_eq (repl_end (&r, NULL), 0);
+}
+
+Test (sandbox, two_sandboxes_share_nothing, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl a, b;
+  repl_start (&a, "10s");
+  repl_start (&b, "10s");
+  repl_feed (&a, "secret = 1\nopen('/tmp/mine', 'w').write('a')\nimport os\nos.getpid()");
+  json_t *ra = repl_next (&a, 30);
+  cr_assert_eq (num (ra, "exit_code"), 0, "%s", str (ra, "stderr"));
+  repl_feed (&b, "import os\n"
+                 "print('secret' in dir(), os.path.exists('/tmp/mine'), len(os.listdir('/proc')))");
+  json_t *rb = repl_next (&b, 30);
+  cr_assert_eq (num (rb, "exit_code"), 0, "%s", str (rb, "stderr"));
+  cr_assert (strncmp (str (rb, "stdout"), "False False ", 12) == 0, "b saw: %s",
+             str (rb, "stdout"));
+  cr_assert_str_neq (str (ra, "sandbox_id"), str (rb, "sandbox_id"));
+  cr_assert_eq (repl_end (&a, NULL), 0);
+  cr_assert_eq (repl_end (&b, NULL), 0);
+}
+
+Test (sandbox, a_background_process_lives_until_the_sandbox_closes, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  char marker[96];
+  repl_start (&r, "10s");
+  start_marked (&r, marker, sizeof marker);
+  json_t *a = repl_next (&r, 30);
+  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
+  repl_feed (&r, "bg.poll() is None");
+  json_t *b = repl_next (&r, 30);
+  cr_assert_str_eq (str (b, "value"), "True");
+  cr_assert_eq (host_processes_with (marker), 1, "the background process is not on the host");
+  cr_assert_eq (repl_end (&r, NULL), 0);
+  cr_assert_eq (host_processes_with (marker), 0, "a process of the closed sandbox is left");
+}
+
+Test (sandbox, timeout_interrupts_and_keeps_state, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  repl_start (&r, "1s");
+  repl_feed (&r, "x = 5");
+  repl_next (&r, 30);
+  repl_feed (&r, "while True:\n    pass");
+  json_t *a = repl_next (&r, 30);
+  double took = now_s () - r.fed_at;
+  cr_assert (flag (a, "timed_out"));
+  cr_assert_eq (num (a, "exit_code"), 130);
+  cr_assert (strstr (str (a, "stderr"), "KeyboardInterrupt"), "stderr: %s", str (a, "stderr"));
+  cr_assert_not (flag (a, "sandbox_lost"));
+  cr_assert (took < 1 + 2 + harness_scaled (1), "the interrupted run took %.2fs", took);
+  repl_feed (&r, "x * 2");
+  json_t *b = repl_next (&r, 30);
+  cr_assert_str_eq (str (b, "value"), "10");
+  cr_assert_eq (repl_end (&r, NULL), 0);
+}
+
+Test (sandbox, ignoring_the_interrupt_loses_the_sandbox, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  char marker[96];
+  repl_start (&r, "1s");
+  start_marked (&r, marker, sizeof marker);
+  repl_next (&r, 30);
+  cr_assert_eq (host_processes_with (marker), 1);
+  repl_feed (&r, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n"
+                 "    pass");
+  json_t *a = repl_next (&r, 30);
+  double took = now_s () - r.fed_at;
+  cr_assert (flag (a, "sandbox_lost"));
+  cr_assert (flag (a, "timed_out"));
+  cr_assert_eq (num (a, "exit_code"), 137);
+  cr_assert (took < 1 + 2 + harness_scaled (1), "the lost run took %.2fs", took);
+  /* Gone from the host before the repl ends. */
+  cr_assert_eq (host_processes_with (marker), 0, "a process of the lost sandbox is left");
+  repl_feed (&r, "1");
+  char *err;
+  cr_assert_eq (repl_end (&r, &err), 125);
+  cr_assert (strstr (err, "is gone (run 2 did not return within 2s of its timeout)"), "stderr: %s",
+             err);
+  free (err);
+}
+
+/* The program attacks its driver: each case ends with a correct or a
+ * clearly failed result for that run. */
+Test (sandbox, hostile_fake_answers_and_a_dead_driver, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  repl_start (&r, "5s");
+  /* A frame on stdout is output. */
+  repl_feed (&r, "v = 1\nprint('D 1 0 1 3')\nprint('abc')");
+  json_t *a = repl_next (&r, 30);
+  cr_assert_str_eq (str (a, "stdout"), "D 1 0 1 3\nabc\n");
+  cr_assert (json_is_null (json_object_get (a, "value")));
+  /* A forged answer on the control socket ends this run only. */
+  repl_feed (&r, FIND_CONTROL_FD "os.write(fd, b'D 2 7 1 4\\nfake')");
+  json_t *b = repl_next (&r, 30);
+  cr_assert_eq (num (b, "sandbox_run"), 2);
+  repl_feed (&r, "v + 1");
+  json_t *c = repl_next (&r, 30);
+  cr_assert_str_eq (str (c, "value"), "2");
+  cr_assert_not (flag (c, "sandbox_lost"));
+  /* A thread that writes for ever: capped, the sandbox still answers. */
+  repl_feed (&r, "import threading, sys\n"
+                 "def w():\n"
+                 "    while True:\n"
+                 "        sys.stdout.write('x' * 4096)\n"
+                 "threading.Thread(target=w, daemon=True).start()\n"
+                 "import time\ntime.sleep(0.5)\n7");
+  json_t *d = repl_next (&r, 30);
+  cr_assert (flag (d, "stdout_truncated"));
+  cr_assert_str_eq (str (d, "value"), "7");
+  /* The driver's end of the socket closed, then os._exit mid-run: lost. */
+  repl_feed (&r, "os._exit(3)");
+  json_t *e = repl_next (&r, 30);
+  cr_assert (flag (e, "sandbox_lost"));
+  cr_assert_eq (num (e, "exit_code"), 3);
+  char *err;
+  repl_feed (&r, "v");
+  cr_assert_eq (repl_end (&r, &err), 125);
+  cr_assert (strstr (err, "is gone (its program ended in run 5"), "stderr: %s", err);
+  free (err);
+}
+
+Test (sandbox, closing_the_control_socket_loses_the_sandbox, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  repl_start (&r, "5s");
+  repl_feed (&r, FIND_CONTROL_FD "os.close(fd)");
+  json_t *a = repl_next (&r, 30);
+  cr_assert (flag (a, "sandbox_lost"));
+  cr_assert_not (flag (a, "timed_out"));
+  cr_assert (repl_end (&r, NULL) == 0);
+}
+
+Test (sandbox, max_runs_ends_the_sandbox_and_the_audit_log_names_it, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  char dir[] = "/tmp/nsbox-live-audit-XXXXXX";
+  cr_assert_not_null (mkdtemp (dir));
+  chmod (dir, 0777);
+  char log[96];
+  snprintf (log, sizeof log, "%s/audit.log", dir);
+  struct repl r;
+  memset (&r, 0, sizeof r);
+  const char *const args[] = { "--json", "--sandbox-max-runs", "2", "--audit-log", log, NULL };
+  run_nsbox_spawn ("repl", true, args, false, &r.job);
+  repl_feed (&r, "n = 1");
+  json_t *a = repl_next (&r, 30);
+  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
+  char id[33];
+  snprintf (id, sizeof id, "%s", str (a, "sandbox_id"));
+  repl_feed (&r, "n + 1");
+  json_t *b = repl_next (&r, 30);
+  cr_assert_str_eq (str (b, "value"), "2");
+  repl_feed (&r, "n + 2");
+  char *err;
+  cr_assert_eq (repl_end (&r, &err), 125);
+  cr_assert (strstr (err, "is gone (it reached its sandbox-max-runs)"), "stderr: %s", err);
+  free (err);
+  /* Two runs, each a record naming the sandbox. */
+  FILE *f = fopen (log, "r");
+  cr_assert_not_null (f, "no audit log at %s", log);
+  char line[65536];
+  int records = 0;
+  while (fgets (line, sizeof line, f))
+    {
+      json_t *rec = json_loads (line, 0, NULL);
+      cr_assert_not_null (rec, "not JSON: %s", line);
+      cr_assert_str_eq (str (rec, "sandbox_id"), id, "record: %s", line);
+      json_decref (rec);
+      records++;
+    }
+  fclose (f);
+  cr_assert_eq (records, 2);
+  unlink (log);
+  rmdir (dir);
+}
