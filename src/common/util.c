@@ -2,13 +2,16 @@
 #include "util.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,6 +132,25 @@ nsbox_read_small (const char *path, char *buf, size_t size)
     return -errno;
   buf[n] = '\0';
   return (int)n;
+}
+
+int
+nsbox_random_id (char id[33])
+{
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes)
+    {
+      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return -errno;
+      got += (size_t)n;
+    }
+  for (size_t i = 0; i < sizeof bytes; i++)
+    snprintf (id + 2 * i, 3, "%02x", bytes[i]);
+  return 0;
 }
 
 uint64_t

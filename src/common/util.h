@@ -127,6 +127,10 @@ nsbox_rusage_cpu_usec (const struct rusage *ru)
 /* CLOCK_REALTIME in milliseconds (what a log or a state file records). */
 uint64_t nsbox_realtime_ms (void) NSBOX_INTERNAL;
 
+/* 128 bits from getrandom as 32 lowercase hex digits and a NUL: an audit
+ * record's id, a live sandbox's. 0 or -errno. */
+int nsbox_random_id (char id[33]) NSBOX_INTERNAL;
+
 /* CLOCK_MONOTONIC, in milliseconds and in seconds (deadlines, latencies). */
 uint64_t nsbox_now_ms (void) NSBOX_INTERNAL;
 uint64_t nsbox_now_usec (void) NSBOX_INTERNAL;

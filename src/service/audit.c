@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -273,25 +272,6 @@ format_time (uint64_t ms, char *out, size_t size)
   snprintf (out, size, "%s.%03" PRIu64 "Z", date, ms % 1000);
 }
 
-static int
-random_id (char id[33])
-{
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes)
-    {
-      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return -errno;
-      got += (size_t)n;
-    }
-  for (size_t i = 0; i < sizeof bytes; i++)
-    snprintf (id + 2 * i, 3, "%02x", bytes[i]);
-  return 0;
-}
-
 static json_t *
 string_list (char *const *items, size_t n)
 {
@@ -400,7 +380,7 @@ record_value (const nsbox_config *c, const struct nsbox_audit_run *run, size_t c
 {
   char when[64], id[33];
   format_time (run->started_ms, when, sizeof when);
-  if (random_id (id) < 0)
+  if (nsbox_random_id (id) < 0)
     return NULL;
   const char *session = run->session ? run->session : c->session;
   cleanup_json json_t *r = json_object ();
