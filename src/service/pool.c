@@ -522,9 +522,9 @@ nsbox_pool_config (nsbox_pool *p)
   return p->config;
 }
 
-int
-nsbox_pool_run_limits (nsbox_pool *p, const nsbox_run_options *options, uint64_t *timeout_ms,
-                       uint64_t *max_output, struct nsbox_error **err)
+static int
+run_limits (nsbox_pool *p, const nsbox_run_options *options, uint64_t *timeout_ms,
+            uint64_t *max_output, struct nsbox_error **err)
 {
   *timeout_ms = p->config->timeout_ms;
   *max_output = p->config->max_output_bytes;
@@ -562,10 +562,32 @@ check_files (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error
 }
 
 int
+nsbox_pool_dispatch (nsbox_pool *p, const nsbox_run_options *options, const char *code,
+                     size_t code_len, struct nsbox_dispatch *d, struct nsbox_error **err)
+{
+  uint64_t timeout_ms, max_output;
+  int r = run_limits (p, options, &timeout_ms, &max_output, err);
+  if (r < 0)
+    return r;
+  *d = (struct nsbox_dispatch){
+    .code = code,
+    .code_len = code_len,
+    .timeout_ms = timeout_ms,
+    .max_output_bytes = max_output,
+    .cancel_fd = options ? options->cancel_fd : -1,
+    .cancel_on_half_close = options && options->cancel_on_half_close,
+    .capture = p->config->output_capture,
+    .memory_bytes = p->config->memory_bytes,
+    .output_dir_fd = -1,
+  };
+  return 0;
+}
+
+int
 nsbox_pool_check_options (nsbox_pool *p, const nsbox_run_options *options, struct nsbox_error **err)
 {
   uint64_t t, m;
-  int r = nsbox_pool_run_limits (p, options, &t, &m, err);
+  int r = run_limits (p, options, &t, &m, err);
   return r < 0 ? r : check_files (p, options, err);
 }
 
@@ -597,8 +619,8 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
   *warm = false;
   if (!p || !out || (!code && code_len))
     return nsbox_error_set (err, EINVAL, "nsbox_pool_run: invalid arguments");
-  uint64_t timeout_ms, max_output;
-  int r = nsbox_pool_run_limits (p, options, &timeout_ms, &max_output, err);
+  struct nsbox_dispatch d;
+  int r = nsbox_pool_dispatch (p, options, code, code_len, &d, err);
   if (r < 0 || (r = check_files (p, options, err)) < 0)
     return r;
   const char *output_dir
@@ -611,17 +633,7 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
   cleanup_config nsbox_config *cold_config = NULL;
   if (options && options->inputs_len && !(cold_config = config_with_inputs (p, options, err)))
     return -EINVAL;
-  struct nsbox_dispatch d = {
-    .code = code,
-    .code_len = code_len,
-    .timeout_ms = timeout_ms,
-    .max_output_bytes = max_output,
-    .cancel_fd = options ? options->cancel_fd : -1,
-    .cancel_on_half_close = options && options->cancel_on_half_close,
-    .capture = p->config->output_capture,
-    .memory_bytes = p->config->memory_bytes,
-    .output_dir_fd = output_dir_fd,
-  };
+  d.output_dir_fd = output_dir_fd;
   struct nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "nsbox.h"
+#include "supervise.h"
 #include "util.h"
 
 struct nsbox_pool_stats
@@ -54,9 +55,11 @@ size_t nsbox_pool_ready (nsbox_pool *pool) NSBOX_INTERNAL;
 /* The pool's own configuration (its image resolved to a rootfs). */
 const nsbox_config *nsbox_pool_config (nsbox_pool *pool) NSBOX_INTERNAL;
 
-/* The timeout and output cap of a run with `options` (which may only lower
- * the pool's), or -EINVAL saying which is too high. */
-int nsbox_pool_run_limits (nsbox_pool *pool, const nsbox_run_options *options, uint64_t *timeout_ms,
-                           uint64_t *max_output, struct nsbox_error **err) NSBOX_INTERNAL;
+/* What bounds a run of `code` with `options` in a sandbox of the pool's
+ * configuration (no output directory: -1): its timeout and output cap,
+ * which the options may only lower (-EINVAL saying which is too high). */
+int nsbox_pool_dispatch (nsbox_pool *pool, const nsbox_run_options *options, const char *code,
+                         size_t code_len, struct nsbox_dispatch *dispatch,
+                         struct nsbox_error **err) NSBOX_INTERNAL;
 
 #endif

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "config.h"
 #include "error.h"
@@ -111,25 +110,6 @@ nsbox_sandbox_options_set (nsbox_sandbox_options *o, const char *key, const char
                           key);
 }
 
-static int
-random_id (char id[33], struct nsbox_error **err)
-{
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes)
-    {
-      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return nsbox_error_sys (err, errno, "choose the sandbox's id");
-      got += (size_t)n;
-    }
-  for (size_t i = 0; i < sizeof bytes; i++)
-    snprintf (id + 2 * i, 3, "%02x", bytes[i]);
-  return 0;
-}
-
 int
 nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbox_sandbox **out,
                     struct nsbox_error **err)
@@ -154,7 +134,9 @@ nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbo
       free (s);
       return nsbox_error_oom (err);
     }
-  int r = random_id (s->id, err);
+  int r = nsbox_random_id (s->id);
+  if (r < 0)
+    nsbox_error_sys (err, -r, "choose the sandbox's id");
   if (r >= 0)
     r = nsbox_launch_start_live (c, &s->launch, err);
   if (r < 0)
@@ -255,27 +237,16 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
                             "sandbox yet");
   if (pthread_mutex_trylock (&s->lock) != 0)
     return nsbox_error_set (err, EBUSY, "sandbox %s is running another run: one at a time", s->id);
-  uint64_t timeout_ms, max_output;
+  struct nsbox_dispatch d;
   int r = check_life (s, err);
   if (r >= 0)
-    r = nsbox_pool_run_limits (s->pool, options, &timeout_ms, &max_output, err);
+    r = nsbox_pool_dispatch (s->pool, options, code, code_len, &d, err);
   if (r < 0)
     {
       pthread_mutex_unlock (&s->lock);
       return r;
     }
   const nsbox_config *c = nsbox_pool_config (s->pool);
-  struct nsbox_dispatch d = {
-    .code = code,
-    .code_len = code_len,
-    .timeout_ms = timeout_ms,
-    .max_output_bytes = max_output,
-    .cancel_fd = options ? options->cancel_fd : -1,
-    .cancel_on_half_close = options && options->cancel_on_half_close,
-    .capture = c->output_capture,
-    .memory_bytes = c->memory_bytes,
-    .output_dir_fd = -1,
-  };
   struct sandbox_turn t = { .s = s, .d = &d };
   const char *session = options && options->session ? options->session : s->options.session;
   struct nsbox_gate gate = {
@@ -286,7 +257,7 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
     .sandbox_id = s->id,
     .code = code,
     .code_len = code_len,
-    .timeout_ms = timeout_ms,
+    .timeout_ms = d.timeout_ms,
   };
   bool refused;
   r = nsbox_gate_run (&gate, sandbox_turn, &t, out, &refused, err);
