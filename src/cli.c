@@ -573,6 +573,23 @@ share_quotas (nsbox_config *config)
   return 0;
 }
 
+/* A sandbox this process starts itself: the file and flags, the quotas'
+ * shared state, the image resolved (held in *image). */
+static int
+local_config (const struct cli *cli, nsbox_config **out, struct nsbox_image *image)
+{
+  cleanup_error struct nsbox_error *err = NULL;
+  nsbox_config *config = *out = nsbox_config_new (&err);
+  if (!config)
+    return fail ("%s", nsbox_error_message (err));
+  int ret = configure (cli, config);
+  if (ret == 0)
+    ret = share_quotas (config);
+  if (ret == 0 && !config->rootfs)
+    ret = resolve_image (config, image);
+  return ret;
+}
+
 static int
 cmd_run (int argc, char **argv)
 {
@@ -594,16 +611,10 @@ cmd_run (int argc, char **argv)
       ret = read_code (&code, &code_len);
       return ret != 0 ? ret : run_on_server (&cli, code, code_len);
     }
-  nsbox_config *config = nsbox_config_new (&err);
-  if (!config)
-    return fail ("%s", nsbox_error_message (err));
-  ret = configure (&cli, config);
-  if (ret == 0)
-    ret = share_quotas (config);
+  nsbox_config *config = NULL;
   /* Held until this process exits. */
   struct nsbox_image image = { .lock_fd = -1 };
-  if (ret == 0 && !config->rootfs)
-    ret = resolve_image (config, &image);
+  ret = local_config (&cli, &config, &image);
   cleanup_free char *code = NULL;
   size_t code_len = 0;
   if (ret == 0)
@@ -878,17 +889,11 @@ cmd_repl (int argc, char **argv)
   int ret = parse_args (&cli, argc, argv);
   cleanup_free struct setting *settings = cli.settings;
   cleanup_free const char **profiles = cli.profiles;
-  cleanup_error struct nsbox_error *err = NULL;
-  nsbox_config *config = ret == 0 ? nsbox_config_new (&err) : NULL;
-  if (ret == 0 && !config)
-    ret = fail ("%s", nsbox_error_message (err));
-  if (ret == 0)
-    ret = configure (&cli, config);
-  if (ret == 0)
-    ret = share_quotas (config);
+  if (ret != 0)
+    return ret;
+  nsbox_config *config = NULL;
   struct nsbox_image image = { .lock_fd = -1 };
-  if (ret == 0 && !config->rootfs)
-    ret = resolve_image (config, &image);
+  ret = local_config (&cli, &config, &image);
   if (ret == 0)
     ret = nsbox_repl (TAKE_PTR (config), STDIN_FILENO, cli.json);
   nsbox_config_free (config);
