@@ -44,7 +44,7 @@
 const char nsbox_live_driver[]
     = "import sys\n"
       "def _nsbox_driver():\n"
-      "    import ast, builtins, os, signal, traceback, types\n"
+      "    import ast, builtins, os, signal, types\n"
       "    fd = int(sys.argv.pop(1))\n"
       "    sys.argv[0] = '-'\n"
       "    main = types.ModuleType('__main__')\n"
@@ -98,6 +98,7 @@ const char nsbox_live_driver[]
       "        while tb is not None and tb.tb_frame.f_code.co_filename != '<stdin>':\n"
       "            tb = tb.tb_next\n"
       "        try:\n"
+      "            import traceback\n"
       "            traceback.print_exception(type(e), e, tb)\n"
       "        except BaseException:\n"
       "            pass\n"
