@@ -12,7 +12,10 @@
  * same python3 under tests/bench/floor: the namespaces alone, the ceiling of
  * any pool that builds a fresh sandbox per run), the pre-started floor by
  * how long it idled, and the memory of an idle entry (size 8, full): RSS of
- * its processes and its cgroup's usage.
+ * its processes and its cgroup's usage. Then the live sandbox rows: a run
+ * on an open sandbox against a pooled run and the pre-started floor,
+ * nsbox_sandbox_open (alone, and with its first run) against a pooled run,
+ * and the memory of an idle sandbox after one run.
  * With NSBOX_BIN as fourth argument, the same request through `nsbox serve`
  * on a unix socket (libcurl, one connection kept open), and the server's
  * throughput at concurrency 2. With `runsc` as second argument: pooled
@@ -567,22 +570,21 @@ server_rows (const char *nsbox, int n)
   free (cold);
 }
 
-static void
-idle_memory (nsbox_config *config)
+/* The memory of this process's sandboxes: each child's process tree and
+ * its cgroup's usage. */
+struct children_memory
 {
-  struct nsbox_error *err = NULL;
-  nsbox_pool_options *po = nsbox_pool_options_new (&err);
-  nsbox_pool *pool;
-  if (nsbox_pool_options_set (po, "size", "8", &err) < 0
-      || nsbox_pool_new (config, po, &pool, &err) < 0)
-    die ("pool", err);
-  wait_ready (pool, 8);
-  usleep (200000);
+  long rss, cg;
+  int n, ncg;
+};
+
+static struct children_memory
+children_memory (void)
+{
+  struct children_memory m = { 0 };
   char path[64], buf[4096];
   snprintf (path, sizeof path, "/proc/%d/task", (int)getpid ());
   DIR *d = opendir (path);
-  long rss = 0, cg = 0;
-  int n = 0, ncg = 0;
   struct dirent *e;
   while (d && (e = readdir (d)))
     {
@@ -600,23 +602,155 @@ idle_memory (nsbox_config *config)
       for (char *tok = strtok_r (list, " \n", &save); tok; tok = strtok_r (NULL, " \n", &save))
         {
           pid_t pid = (pid_t)strtol (tok, NULL, 10);
-          rss += tree_rss_kb (pid);
+          m.rss += tree_rss_kb (pid);
           long kb = cgroup_memory_kb (pid);
           if (kb >= 0)
             {
-              cg += kb;
-              ncg++;
+              m.cg += kb;
+              m.ncg++;
             }
-          n++;
+          m.n++;
         }
     }
   if (d)
     closedir (d);
-  printf ("idle entry memory: %d entries; RSS of an entry's processes %.1f MiB; its cgroup's "
+  return m;
+}
+
+static void
+print_memory (const char *what, const struct children_memory *m)
+{
+  printf ("idle %s memory: %d of them; RSS of one's processes %.1f MiB; its cgroup's "
           "memory %s%.1f MiB (target <= 12 MiB)\n",
-          n, n ? rss / 1024.0 / n : 0, ncg ? "" : "(no memory cgroup) ",
-          ncg ? cg / 1024.0 / ncg : 0);
+          what, m->n, m->n ? m->rss / 1024.0 / m->n : 0, m->ncg ? "" : "(no memory cgroup) ",
+          m->ncg ? m->cg / 1024.0 / m->ncg : 0);
+}
+
+static void
+idle_memory (nsbox_config *config)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_pool_options *po = nsbox_pool_options_new (&err);
+  nsbox_pool *pool;
+  if (nsbox_pool_options_set (po, "size", "8", &err) < 0
+      || nsbox_pool_new (config, po, &pool, &err) < 0)
+    die ("pool", err);
+  wait_ready (pool, 8);
+  usleep (200000);
+  struct children_memory m = children_memory ();
+  print_memory ("pool entry", &m);
   nsbox_pool_free (pool);
+  nsbox_pool_options_free (po);
+}
+
+/* ---- live sandboxes ---- */
+
+static double
+sandbox_once (nsbox_sandbox *sandbox)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_result *res = NULL;
+  double t0 = now ();
+  if (nsbox_sandbox_run (sandbox, code, sizeof code - 1, NULL, &res, &err) < 0)
+    die ("nsbox_sandbox_run", err);
+  double t = now () - t0;
+  size_t len;
+  const char *out = nsbox_result_stdout (res, &len);
+  if (len != 3 || memcmp (out, "45\n", 3) != 0)
+    die ("a sandbox run printed something else", NULL);
+  nsbox_result_free (res);
+  return t;
+}
+
+static nsbox_sandbox *
+sandbox_open (nsbox_pool *pool, double *took)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_sandbox *sandbox;
+  double t0 = now ();
+  if (nsbox_sandbox_open (pool, NULL, &sandbox, &err) < 0)
+    die ("nsbox_sandbox_open", err);
+  if (took)
+    *took = now () - t0;
+  return sandbox;
+}
+
+/* A run on an open sandbox against a pooled single run and the pre-started
+ * floor, interleaved; then nsbox_sandbox_open (it returns once the sandbox
+ * is built and its driver started; the interpreter's start-up is paid by
+ * the first run), and open with its first run, against a pooled run. */
+static void
+sandbox_rows (nsbox_pool *pool, int n)
+{
+  double *s = calloc ((size_t)n, sizeof *s), *p = calloc ((size_t)n, sizeof *p),
+         *f = calloc ((size_t)n, sizeof *f), *o = calloc ((size_t)n, sizeof *o),
+         *q = calloc ((size_t)n, sizeof *q);
+  nsbox_sandbox *sandbox = sandbox_open (pool, NULL);
+  sandbox_once (sandbox); /* the driver's first run imports its modules */
+  for (int i = 0; i < n; i++)
+    {
+      bool warm;
+      s[i] = sandbox_once (sandbox);
+      p[i] = pool_once (pool, &warm);
+      f[i] = prestart_once (0);
+    }
+  nsbox_sandbox_close (sandbox);
+  double *o1 = calloc ((size_t)n, sizeof *o1);
+  for (int i = 0; i < n; i++)
+    {
+      bool warm;
+      sandbox = sandbox_open (pool, &o[i]);
+      o1[i] = o[i] + sandbox_once (sandbox);
+      nsbox_sandbox_close (sandbox);
+      q[i] = pool_once (pool, &warm);
+    }
+  double s50 = pct (s, n, 0.5), s99 = pct (s, n, 0.99), p50 = pct (p, n, 0.5),
+         f50 = pct (f, n, 0.5), o50 = pct (o, n, 0.5), q50 = pct (q, n, 0.5),
+         o150 = pct (o1, n, 0.5);
+  printf ("live sandbox, %d runs each, interleaved:\n", n);
+  printf ("  run on an open sandbox     p50 %7.2f ms  p99 %7.2f ms\n", s50 * 1e3, s99 * 1e3);
+  printf ("  pooled single run          p50 %7.2f ms\n", p50 * 1e3);
+  printf ("  pre-started python3 floor  p50 %7.2f ms\n", f50 * 1e3);
+  printf ("  sandbox run / pooled run: %.2f (target <= 0.8); / pre-started floor: %.2f (target "
+          "<= 1.3)\n",
+          s50 / p50, s50 / f50);
+  printf ("  nsbox_sandbox_open p50 %7.2f ms (cold, driver started, not yet ready); with its "
+          "first run p50 %7.2f ms\n",
+          o50 * 1e3, o150 * 1e3);
+  printf ("  open / pooled run p50 %.2f ms: %.2f; open and first run / pooled run: %.2f (target "
+          "<= 1.0)\n",
+          q50 * 1e3, o50 / q50, o150 / q50);
+  free (o1);
+  free (s);
+  free (p);
+  free (f);
+  free (o);
+  free (q);
+}
+
+/* Idle live sandboxes, each after one run, in a pool of size 0: called with
+ * no other pool alive, so only they are this process's children. */
+static void
+idle_sandbox_memory (nsbox_config *config)
+{
+  struct nsbox_error *err = NULL;
+  nsbox_pool_options *po = nsbox_pool_options_new (&err);
+  nsbox_pool *empty;
+  if (nsbox_pool_options_set (po, "size", "0", &err) < 0
+      || nsbox_pool_new (config, po, &empty, &err) < 0)
+    die ("pool", err);
+  nsbox_sandbox *open[8];
+  for (int i = 0; i < 8; i++)
+    {
+      open[i] = sandbox_open (empty, NULL);
+      sandbox_once (open[i]);
+    }
+  usleep (200000);
+  struct children_memory m = children_memory ();
+  print_memory ("live sandbox (after one run)", &m);
+  for (int i = 0; i < 8; i++)
+    nsbox_sandbox_close (open[i]);
+  nsbox_pool_free (empty);
   nsbox_pool_options_free (po);
 }
 
@@ -694,10 +828,14 @@ main (int argc, char **argv)
               r.pool, r.bare, r.pool / r.bare);
       print_floor (&r, "library pool");
       idle_curve (n / 3 > 10 ? n / 3 : 10);
+      sandbox_rows (pool, n);
     }
   nsbox_pool_free (pool);
   if (!runsc)
-    idle_memory (config);
+    {
+      idle_memory (config);
+      idle_sandbox_memory (config);
+    }
   if (!runsc && argc > 4)
     server_rows (argv[4], n);
   nsbox_config_free (config);
