@@ -278,9 +278,10 @@ extern "C"
    *
    * Sandbox options, each by default the pool configuration's key of the
    * same name: "sandbox-max-runs" (0: no limit), "sandbox-max-lifetime"
-   * and "sandbox-idle-timeout": a run asked for past any of them is refused
-   * (ESRCH) and the sandbox destroyed; and "session" (the audit log's and
-   * the quotas' label for its runs). */
+   * and "sandbox-idle-timeout": a thread of the sandbox destroys it at
+   * its idle timeout or lifetime's end (never during a run), and a run
+   * asked for after any of them is refused (ESRCH); and "session" (the
+   * audit log's and the quotas' label for its runs). */
   typedef struct nsbox_sandbox nsbox_sandbox;
   typedef struct nsbox_sandbox_options nsbox_sandbox_options;
 

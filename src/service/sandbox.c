@@ -35,8 +35,15 @@ struct nsbox_sandbox
   char id[33];
   struct nsbox_sandbox_options options;
   uint64_t runs;
-  uint64_t opened_ms, last_ms;
+  uint64_t opened_ms;
   char gone[160]; /* why it is gone, once it is */
+  /* The watcher: a thread that destroys the sandbox at its idle timeout or
+   * its lifetime's end, whether or not anyone asks for a run again. */
+  pthread_mutex_t watch_lock;
+  pthread_cond_t watch_wake;
+  pthread_t watcher;
+  bool watching, closing;
+  uint64_t last_ms; /* the end of the last run (watch_lock) */
 };
 
 nsbox_sandbox_options *
@@ -110,6 +117,66 @@ nsbox_sandbox_options_set (nsbox_sandbox_options *o, const char *key, const char
                           key);
 }
 
+static int check_life (nsbox_sandbox *s, struct nsbox_error **err);
+
+/* When the sandbox's life ends if no run comes first. */
+static uint64_t
+watch_deadline (const nsbox_sandbox *s)
+{
+  uint64_t end
+      = s->options.max_lifetime_ms ? s->opened_ms + s->options.max_lifetime_ms : UINT64_MAX;
+  if (s->options.idle_timeout_ms && s->last_ms + s->options.idle_timeout_ms < end)
+    end = s->last_ms + s->options.idle_timeout_ms;
+  return end;
+}
+
+/* Locked watch_lock: sleeps until the monotonic time `until` (ms), or a
+ * signal. */
+static void
+watch_sleep (nsbox_sandbox *s, uint64_t until)
+{
+  uint64_t now = nsbox_now_ms ();
+  if (until <= now)
+    return;
+  struct timespec ts = nsbox_monotonic_after (until - now > 3600000 ? 3600000 : until - now);
+  pthread_cond_timedwait (&s->watch_wake, &s->watch_lock, &ts);
+}
+
+/* A run in progress holds the sandbox's lock: the watcher looks again
+ * shortly after (the run's end moves the idle deadline anyway). */
+#define WATCH_RETRY_MS 100
+
+static void *
+watch (void *arg)
+{
+  nsbox_sandbox *s = arg;
+  pthread_mutex_lock (&s->watch_lock);
+  while (!s->closing)
+    {
+      uint64_t deadline = watch_deadline (s), now = nsbox_now_ms ();
+      if (now < deadline)
+        {
+          watch_sleep (s, deadline);
+          continue;
+        }
+      pthread_mutex_unlock (&s->watch_lock);
+      bool gone = false;
+      if (pthread_mutex_trylock (&s->lock) == 0)
+        {
+          check_life (s, NULL);
+          gone = !s->launch;
+          pthread_mutex_unlock (&s->lock);
+        }
+      pthread_mutex_lock (&s->watch_lock);
+      if (gone)
+        break;
+      if (!s->closing)
+        watch_sleep (s, nsbox_now_ms () + WATCH_RETRY_MS);
+    }
+  pthread_mutex_unlock (&s->watch_lock);
+  return NULL;
+}
+
 int
 nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbox_sandbox **out,
                     struct nsbox_error **err)
@@ -146,8 +213,18 @@ nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbo
       return r;
     }
   pthread_mutex_init (&s->lock, NULL);
+  pthread_mutex_init (&s->watch_lock, NULL);
+  nsbox_cond_init_monotonic (&s->watch_wake);
   s->pool = pool;
   s->opened_ms = s->last_ms = nsbox_now_ms ();
+  /* Without its watcher a sandbox would outlive its timeouts: none, no
+   * sandbox. */
+  if ((r = pthread_create (&s->watcher, NULL, watch, s)) != 0)
+    {
+      nsbox_sandbox_close (s);
+      return nsbox_error_sys (err, r, "start the sandbox's watcher thread");
+    }
+  s->watching = true;
   *out = s;
   return 0;
 }
@@ -171,15 +248,24 @@ sandbox_end (nsbox_sandbox *s, const char *why)
     }
 }
 
+static uint64_t
+last_run_ms (nsbox_sandbox *s)
+{
+  pthread_mutex_lock (&s->watch_lock);
+  uint64_t last = s->last_ms;
+  pthread_mutex_unlock (&s->watch_lock);
+  return last;
+}
+
 /* Locked: a run past the sandbox's life ends it. */
 static int
 check_life (nsbox_sandbox *s, struct nsbox_error **err)
 {
   uint64_t now = nsbox_now_ms ();
+  uint64_t last = last_run_ms (s);
   if (s->launch && s->options.max_lifetime_ms && now - s->opened_ms >= s->options.max_lifetime_ms)
     sandbox_end (s, "it reached its sandbox-max-lifetime");
-  else if (s->launch && s->options.idle_timeout_ms
-           && now - s->last_ms >= s->options.idle_timeout_ms)
+  else if (s->launch && s->options.idle_timeout_ms && now - last >= s->options.idle_timeout_ms)
     sandbox_end (s, "it stayed idle past its sandbox-idle-timeout");
   else if (s->launch && s->options.max_runs && s->runs >= s->options.max_runs)
     sandbox_end (s, "it reached its sandbox-max-runs");
@@ -261,7 +347,10 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
   };
   bool refused;
   r = nsbox_gate_run (&gate, sandbox_turn, &t, out, &refused, err);
+  pthread_mutex_lock (&s->watch_lock);
   s->last_ms = nsbox_now_ms ();
+  pthread_cond_signal (&s->watch_wake);
+  pthread_mutex_unlock (&s->watch_lock);
   pthread_mutex_unlock (&s->lock);
   return r;
 }
@@ -271,10 +360,18 @@ nsbox_sandbox_close (nsbox_sandbox *s)
 {
   if (!s)
     return;
+  pthread_mutex_lock (&s->watch_lock);
+  s->closing = true;
+  pthread_cond_signal (&s->watch_wake);
+  pthread_mutex_unlock (&s->watch_lock);
+  if (s->watching)
+    pthread_join (s->watcher, NULL);
   pthread_mutex_lock (&s->lock);
   sandbox_end (s, "closed");
   pthread_mutex_unlock (&s->lock);
   pthread_mutex_destroy (&s->lock);
+  pthread_mutex_destroy (&s->watch_lock);
+  pthread_cond_destroy (&s->watch_wake);
   free (s->options.session);
   free (s);
 }

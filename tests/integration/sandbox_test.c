@@ -292,9 +292,12 @@ Test (sandbox, timeout_interrupts_and_keeps_state, .timeout = 120)
   if (runsc_refused ())
     return;
   struct repl r;
-  repl_start (&r, "1s");
+  char timeout[32];
+  double timeout_s = harness_scaled (1);
+  repl_start (&r, harness_scaled_duration (1, timeout, sizeof timeout));
   repl_feed (&r, "x = 5");
-  repl_next (&r, 30);
+  json_t *first = repl_next (&r, 30);
+  cr_assert_eq (num (first, "exit_code"), 0, "%s", str (first, "stderr"));
   repl_feed (&r, "while True:\n    pass");
   json_t *a = repl_next (&r, 30);
   double took = now_s () - r.fed_at;
@@ -302,7 +305,7 @@ Test (sandbox, timeout_interrupts_and_keeps_state, .timeout = 120)
   cr_assert_eq (num (a, "exit_code"), 130);
   cr_assert (strstr (str (a, "stderr"), "KeyboardInterrupt"), "stderr: %s", str (a, "stderr"));
   cr_assert_not (flag (a, "sandbox_lost"));
-  cr_assert (took < 1 + 2 + harness_scaled (1), "the interrupted run took %.2fs", took);
+  cr_assert (took < timeout_s + 2 + harness_scaled (1), "the interrupted run took %.2fs", took);
   repl_feed (&r, "x * 2");
   json_t *b = repl_next (&r, 30);
   cr_assert_str_eq (str (b, "value"), "10");
@@ -314,11 +317,15 @@ Test (sandbox, ignoring_the_interrupt_loses_the_sandbox, .timeout = 120)
   if (runsc_refused ())
     return;
   struct repl r;
-  char marker[96];
-  repl_start (&r, "1s");
+  char marker[96], timeout[32];
+  /* Long enough for the first run's Popen on a loaded machine. */
+  double timeout_s = harness_scaled (2);
+  repl_start (&r, harness_scaled_duration (2, timeout, sizeof timeout));
   start_marked (&r, marker, sizeof marker);
-  repl_next (&r, 30);
-  cr_assert_eq (host_processes_with (marker), 1);
+  json_t *first = repl_next (&r, 30);
+  cr_assert_eq (num (first, "exit_code"), 0, "%s", str (first, "stderr"));
+  int seen = host_processes_with (marker);
+  cr_assert_eq (seen, 1, "%d host processes name %s", seen, marker);
   repl_feed (&r, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n"
                  "    pass");
   json_t *a = repl_next (&r, 30);
@@ -326,7 +333,7 @@ Test (sandbox, ignoring_the_interrupt_loses_the_sandbox, .timeout = 120)
   cr_assert (flag (a, "sandbox_lost"));
   cr_assert (flag (a, "timed_out"));
   cr_assert_eq (num (a, "exit_code"), 137);
-  cr_assert (took < 1 + 2 + harness_scaled (1), "the lost run took %.2fs", took);
+  cr_assert (took < timeout_s + 2 + harness_scaled (1), "the lost run took %.2fs", took);
   /* Gone from the host before the repl ends. */
   cr_assert_eq (host_processes_with (marker), 0, "a process of the lost sandbox is left");
   repl_feed (&r, "1");
@@ -436,4 +443,54 @@ Test (sandbox, max_runs_ends_the_sandbox_and_the_audit_log_names_it, .timeout = 
   cr_assert_eq (records, 2);
   unlink (log);
   rmdir (dir);
+}
+
+/* The watcher ends a sandbox nobody runs in: its processes leave the host
+ * at the deadline, with no further run asked for. */
+static void
+expect_watched_away (const char *key, const char *value, double deadline_s, bool keep_busy)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  char marker[96];
+  repl_start_with (&r, "10s", key, value);
+  start_marked (&r, marker, sizeof marker);
+  json_t *a = repl_next (&r, 30);
+  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
+  double opened = r.fed_at;
+  int seen = host_processes_with (marker);
+  cr_assert_eq (seen, 1, "%d host processes name %s", seen, marker);
+  /* Before the deadline it is there; after it, gone from the host. */
+  double until = opened + deadline_s + harness_scaled (3);
+  bool gone = false;
+  while (now_s () < until && !gone)
+    {
+      /* Runs whose results stay in the pipe: one past the deadline is
+       * refused, and prints none. */
+      if (keep_busy)
+        repl_feed (&r, "1");
+      usleep (200000);
+      gone = host_processes_with (marker) == 0;
+      cr_assert (gone || now_s () < until, "still there");
+    }
+  cr_assert (gone, "a process of the sandbox is still on the host %.1fs after %s %s",
+             now_s () - opened, key, value);
+  cr_assert (now_s () - opened >= deadline_s - 0.3, "gone after %.2fs, before its %s %s",
+             now_s () - opened, key, value);
+  repl_feed (&r, "1");
+  char *err;
+  cr_assert_eq (repl_end (&r, &err), 125);
+  cr_assert (strstr (err, key + 2), "stderr does not name %s: %s", key + 2, err);
+  free (err);
+}
+
+Test (sandbox, the_idle_timeout_removes_an_idle_sandbox_from_the_host, .timeout = 120)
+{
+  expect_watched_away ("--sandbox-idle-timeout", "2s", 2, false);
+}
+
+Test (sandbox, the_lifetime_ends_a_busy_sandbox, .timeout = 120)
+{
+  expect_watched_away ("--sandbox-max-lifetime", "3s", 3, true);
 }
