@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "error.h"
@@ -43,6 +44,7 @@ struct nsbox_sandbox
   pthread_cond_t watch_wake;
   pthread_t watcher;
   bool watching, closing;
+  pid_t owner; /* the process whose thread the watcher is */
   uint64_t last_ms; /* the end of the last run (watch_lock) */
 };
 
@@ -225,6 +227,7 @@ nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbo
       return nsbox_error_sys (err, r, "start the sandbox's watcher thread");
     }
   s->watching = true;
+  s->owner = getpid ();
   *out = s;
   return 0;
 }
@@ -364,7 +367,9 @@ nsbox_sandbox_close (nsbox_sandbox *s)
   s->closing = true;
   pthread_cond_signal (&s->watch_wake);
   pthread_mutex_unlock (&s->watch_lock);
-  if (s->watching)
+  /* In a forked copy of the process no watcher runs (and the launch is
+   * foreign: only its handle is freed). */
+  if (s->watching && s->owner == getpid ())
     pthread_join (s->watcher, NULL);
   pthread_mutex_lock (&s->lock);
   sandbox_end (s, "closed");
