@@ -44,7 +44,7 @@ struct nsbox_sandbox
   pthread_cond_t watch_wake;
   pthread_t watcher;
   bool watching, closing;
-  pid_t owner; /* the process whose thread the watcher is */
+  pid_t owner;      /* the process whose thread the watcher is */
   uint64_t last_ms; /* the end of the last run (watch_lock) */
 };
 

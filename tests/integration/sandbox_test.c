@@ -494,3 +494,26 @@ Test (sandbox, the_lifetime_ends_a_busy_sandbox, .timeout = 120)
 {
   expect_watched_away ("--sandbox-max-lifetime", "3s", 3, true);
 }
+
+/* Frames for other runs written on the control socket for ever: the run
+ * still ends within its timeout and the grace. */
+Test (sandbox, a_flood_of_stale_answers_does_not_hold_the_launcher, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  char timeout[32];
+  double timeout_s = harness_scaled (2);
+  repl_start (&r, harness_scaled_duration (2, timeout, sizeof timeout));
+  repl_feed (&r, FIND_CONTROL_FD "import threading, time\n"
+                                 "def flood():\n"
+                                 "    while True:\n"
+                                 "        os.write(fd, b'D 999 0 0 0\\n' * 512)\n"
+                                 "threading.Thread(target=flood, daemon=True).start()\n"
+                                 "time.sleep(600)");
+  json_t *a = repl_next (&r, 60);
+  double took = now_s () - r.fed_at;
+  cr_assert (flag (a, "timed_out"), "the run did not time out");
+  cr_assert (took < timeout_s + 2 + harness_scaled (1), "the flooded run took %.2fs", took);
+  repl_end (&r, NULL);
+}
