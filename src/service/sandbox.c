@@ -251,21 +251,14 @@ sandbox_end (nsbox_sandbox *s, const char *why)
     }
 }
 
-static uint64_t
-last_run_ms (nsbox_sandbox *s)
-{
-  pthread_mutex_lock (&s->watch_lock);
-  uint64_t last = s->last_ms;
-  pthread_mutex_unlock (&s->watch_lock);
-  return last;
-}
-
 /* Locked: a run past the sandbox's life ends it. */
 static int
 check_life (nsbox_sandbox *s, struct nsbox_error **err)
 {
   uint64_t now = nsbox_now_ms ();
-  uint64_t last = last_run_ms (s);
+  pthread_mutex_lock (&s->watch_lock);
+  uint64_t last = s->last_ms;
+  pthread_mutex_unlock (&s->watch_lock);
   if (s->launch && s->options.max_lifetime_ms && now - s->opened_ms >= s->options.max_lifetime_ms)
     sandbox_end (s, "it reached its sandbox-max-lifetime");
   else if (s->launch && s->options.idle_timeout_ms && now - last >= s->options.idle_timeout_ms)
