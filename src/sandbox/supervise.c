@@ -383,6 +383,32 @@ set_nonblocking (int fd)
     fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
 }
 
+void
+nsbox_sigpipe_block (struct nsbox_sigpipe_guard *g)
+{
+  sigset_t pipe_set, pending;
+  sigemptyset (&pipe_set);
+  sigaddset (&pipe_set, SIGPIPE);
+  pthread_sigmask (SIG_BLOCK, &pipe_set, &g->old);
+  sigpending (&pending);
+  g->was_pending = sigismember (&pending, SIGPIPE);
+}
+
+void
+nsbox_sigpipe_restore (const struct nsbox_sigpipe_guard *g)
+{
+  sigset_t pipe_set, pending;
+  sigemptyset (&pipe_set);
+  sigaddset (&pipe_set, SIGPIPE);
+  sigpending (&pending);
+  if (!g->was_pending && sigismember (&pending, SIGPIPE))
+    {
+      struct timespec zero = { 0, 0 };
+      sigtimedwait (&pipe_set, NULL, &zero);
+    }
+  pthread_sigmask (SIG_SETMASK, &g->old, NULL);
+}
+
 int
 nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbox_limits *limits,
                  const struct nsbox_dispatch *d, struct nsbox_result *res, struct nsbox_error **err)
@@ -409,23 +435,10 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   if (code_len == 0)
     nsbox_close_slot (&s->stdin_fd);
 
-  /* A program that closes its stdin must not kill the launcher (or the
-   * embedding program) with SIGPIPE: block it in this thread and consume
-   * the one we caused. */
-  sigset_t pipe_set, old_set, pending;
-  sigemptyset (&pipe_set);
-  sigaddset (&pipe_set, SIGPIPE);
-  pthread_sigmask (SIG_BLOCK, &pipe_set, &old_set);
-  sigpending (&pending);
-  bool pipe_was_pending = sigismember (&pending, SIGPIPE);
+  struct nsbox_sigpipe_guard pipe_guard;
+  nsbox_sigpipe_block (&pipe_guard);
   int r = run_loop (&l);
-  sigpending (&pending);
-  if (!pipe_was_pending && sigismember (&pending, SIGPIPE))
-    {
-      struct timespec zero = { 0, 0 };
-      sigtimedwait (&pipe_set, NULL, &zero);
-    }
-  pthread_sigmask (SIG_SETMASK, &old_set, NULL);
+  nsbox_sigpipe_restore (&pipe_guard);
   nsbox_close_slot (&s->stdin_fd);
   nsbox_close_slot (&s->stdout_fd);
   nsbox_close_slot (&s->stderr_fd);

@@ -3,6 +3,8 @@
 #ifndef NSBOX_SUPERVISE_H
 #define NSBOX_SUPERVISE_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +54,17 @@ int nsbox_supervise_drain (int *fd, struct nsbox_capture *c) NSBOX_INTERNAL;
 /* Ends both captures into the result's output fields. */
 void nsbox_supervise_store_output (struct nsbox_capture *stdout_c, struct nsbox_capture *stderr_c,
                                    struct nsbox_result *res) NSBOX_INTERNAL;
+
+/* A program that closes its end of a pipe must not kill the launcher (or
+ * the embedding program) with SIGPIPE: blocked in the calling thread for
+ * the supervision, and the one it caused consumed after. */
+struct nsbox_sigpipe_guard
+{
+  sigset_t old;
+  bool was_pending;
+};
+void nsbox_sigpipe_block (struct nsbox_sigpipe_guard *guard) NSBOX_INTERNAL;
+void nsbox_sigpipe_restore (const struct nsbox_sigpipe_guard *guard) NSBOX_INTERNAL;
 
 /* The CPU time of the process tree under pid (every thread's children),
  * from /proc; UINT64_MAX when it cannot be read. */
