@@ -93,12 +93,15 @@ struct nsbox_launch
   struct nsbox_streams streams;
   struct nsbox_native_launch native;
   struct nsbox_runsc_launch runsc;
-  /* A live sandbox (live.c): the launcher's end of the control socket,
-   * the program's pidfd once found, and the driver's command line. */
-  int control_fd;
+  /* A live sandbox (live.c): the launcher's ends of the control pipes
+   * (code_fd writes the code, answer_fd reads the answers), the program's
+   * pidfd once found, the CPU time counted so far, and the driver's
+   * command line. */
+  int code_fd, answer_fd;
   int program_pidfd;
+  uint64_t live_cpu_usec;
   char *live_argv[8];
-  char live_fd_arg[16];
+  char live_fd_args[2][16];
   /* Every launch of the process, for fork (run.c). */
   struct nsbox_fork_node fork_node;
   bool foreign; /* this is a forked copy of the process that started it */

@@ -1,9 +1,12 @@
 /* A live sandbox: one interpreter kept for many runs of one conversation.
  *
  * The driver below runs as the sandbox's program: it reads each run's code
- * from the control socket (a frame "R RUN LEN CAP\n" and LEN bytes), runs
- * it in one __main__ namespace, and answers "D RUN STATUS HAS_VALUE LEN\n"
- * with LEN bytes of the last expression's repr (at most CAP). The driver
+ * from its code pipe (a frame "R RUN LEN CAP\n" and LEN bytes), runs it in
+ * one __main__ namespace, and answers "D RUN STATUS HAS_VALUE LEN\n" with
+ * LEN bytes of the last expression's repr (at most CAP) on its answer pipe.
+ * Pipes, not a socket: a unix socket would let the program pass the
+ * launcher fds (a lingering TCP socket whose last close, in the launcher's
+ * read, blocks for as long as the program likes). The driver
  * is the program's to read, replace or crash, so the launcher trusts it
  * for one thing only, the end of the run it asked for, and only as long as
  * the run's time lasts: the timeout, the caps and the kill are enforced
@@ -13,7 +16,9 @@
  * A run's output is what the launcher read from the sandbox's pipes
  * between sending the code and reading the driver's answer (then one last
  * look at the pipes): bytes a background thread or process writes later
- * stay in the pipes and are the next run's. */
+ * stay in the pipes and are the next run's. A run's cpu_ms is the sandbox's
+ * CPU time since the previous run's end, so that work done between runs is
+ * charged (to the quotas too) with the next. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -22,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,7 +49,8 @@ const char nsbox_live_driver[]
     = "import sys\n"
       "def _nsbox_driver():\n"
       "    import ast, builtins, os, signal, types\n"
-      "    fd = int(sys.argv.pop(1))\n"
+      "    fd_in = int(sys.argv.pop(1))\n"
+      "    fd_out = int(sys.argv.pop(1))\n"
       "    sys.argv[0] = '-'\n"
       "    main = types.ModuleType('__main__')\n"
       "    main.__builtins__ = builtins\n"
@@ -55,7 +60,7 @@ const char nsbox_live_driver[]
       "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
       "\n"
       "    def fill():\n"
-      "        data = os.read(fd, 65536)\n"
+      "        data = os.read(fd_in, 65536)\n"
       "        if not data:\n"
       "            os._exit(0)\n"
       "        buf.extend(data)\n"
@@ -105,39 +110,49 @@ const char nsbox_live_driver[]
       "\n"
       "    while True:\n"
       "        try:\n"
-      "            run, code, cap = frame()\n"
-      "        except KeyboardInterrupt:\n"
-      "            continue\n"
-      "        status, value = 0, None\n"
-      "        try:\n"
       "            try:\n"
-      "                value = execute(code)\n"
-      "            except SystemExit as e:\n"
-      "                if e.code is None:\n"
-      "                    status = 0\n"
-      "                elif isinstance(e.code, int):\n"
-      "                    status = e.code & 0xff\n"
-      "                else:\n"
-      "                    print(e.code, file=sys.stderr)\n"
+      "                run, code, cap = frame()\n"
+      "            except KeyboardInterrupt:\n"
+      "                continue\n"
+      "            status, value = 0, None\n"
+      "            try:\n"
+      "                try:\n"
+      "                    value = execute(code)\n"
+      "                except SystemExit as e:\n"
+      "                    if e.code is None:\n"
+      "                        status = 0\n"
+      "                    elif isinstance(e.code, int):\n"
+      "                        status = e.code & 0xff\n"
+      "                    else:\n"
+      "                        print(e.code, file=sys.stderr)\n"
+      "                        status = 1\n"
+      "                except KeyboardInterrupt as e:\n"
+      "                    report(e)\n"
+      "                    status = 130\n"
+      "                except BaseException as e:\n"
+      "                    report(e)\n"
       "                    status = 1\n"
-      "            except KeyboardInterrupt as e:\n"
-      "                report(e)\n"
+      "                flush()\n"
+      "            except KeyboardInterrupt:\n"
       "                status = 130\n"
-      "            except BaseException as e:\n"
-      "                report(e)\n"
-      "                status = 1\n"
-      "            flush()\n"
-      "        except KeyboardInterrupt:\n"
-      "            status = 130\n"
-      "        raw = b''\n"
-      "        if value is not None:\n"
-      "            raw = value.encode('utf-8', 'backslashreplace')[:cap]\n"
-      "        try:\n"
-      "            os.write(fd, b'D %d %d %d %d\\n' % (run, status, value is not None, len(raw)) + "
-      "raw)\n"
+      "            answer = None\n"
+      "            while True:\n"
+      "                try:\n"
+      "                    if answer is None:\n"
+      "                        raw = b''\n"
+      "                        if value is not None:\n"
+      "                            raw = value.encode('utf-8', 'backslashreplace')[:cap]\n"
+      "                        head = b'D %d %d %d %d\\n' % (run, status, value is not None, "
+      "len(raw))\n"
+      "                        answer = head + raw\n"
+      "                    while answer:\n"
+      "                        answer = answer[os.write(fd_out, answer):]\n"
+      "                    break\n"
+      "                except KeyboardInterrupt:\n"
+      "                    continue\n"
+      "            value = raw = code = answer = None\n"
       "        except KeyboardInterrupt:\n"
       "            pass\n"
-      "        value = raw = code = None\n"
       "_nsbox_driver()\n";
 
 struct turn
@@ -148,8 +163,8 @@ struct turn
   char head[FRAME_HEAD_MAX];
   size_t head_len, sent; /* of head, then of the code */
   struct nsbox_capture out, errs;
-  char *answer; /* what came on the control socket */
-  size_t answer_len, answer_cap;
+  char *answer; /* what came on the answer pipe */
+  size_t answer_len, answer_off, answer_cap;
   bool done, gone, broken, interrupted, killed, cancelled;
   int status;
   bool has_value;
@@ -170,7 +185,7 @@ discard_answers (int fd)
 {
   char junk[4096];
   for (int i = 0; i < 64; i++)
-    if (recv (fd, junk, sizeof junk, MSG_DONTWAIT) <= 0)
+    if (read (fd, junk, sizeof junk) <= 0)
       return;
 }
 
@@ -187,7 +202,8 @@ send_code (struct turn *t)
         p = t->d->code + (t->sent - t->head_len), n = t->d->code_len - (t->sent - t->head_len);
       else
         return;
-      ssize_t w = send (t->r->control_fd, p, n > 65536 ? 65536 : n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      /* SIGPIPE is blocked for the turn (nsbox_sigpipe_block). */
+      ssize_t w = write (t->r->code_fd, p, n > 65536 ? 65536 : n);
       if (w < 0 && errno == EINTR)
         continue;
       if (w < 0 && errno == EAGAIN)
@@ -205,59 +221,89 @@ all_sent (const struct turn *t)
   return t->sent >= t->head_len + t->d->code_len;
 }
 
-/* One answer line "D RUN STATUS HAS_VALUE LEN": 1 with the answer of this
- * run complete, 0 while more is to come, -1 when it cannot be one. An
- * answer for another run (a stale or a forged one) is dropped. */
+/* Whether `line` is "D" and four numbers, each after one space. */
+static bool
+answer_head_valid (const char *line, size_t len)
+{
+  if (len < 2 || line[0] != 'D')
+    return false;
+  int numbers = 0;
+  for (size_t i = 1; i < len; i++)
+    {
+      if (line[i] != ' ')
+        return false;
+      size_t digits = 0;
+      while (i + 1 < len && line[i + 1] >= '0' && line[i + 1] <= '9' && digits < 20)
+        i++, digits++;
+      if (digits == 0 || digits == 20)
+        return false;
+      numbers++;
+    }
+  return numbers == 4;
+}
+
+/* The answers in t->answer from t->answer_off: 1 with the answer of this
+ * run complete (value at value_off), 0 while more is to come, -1 when it
+ * cannot be one. An answer for another run (a stale or a forged one) is
+ * skipped. Linear in what arrived: each byte is looked at once. */
 static int
 parse_answer (struct turn *t)
 {
   for (;;)
     {
-      char *nl = memchr (t->answer, '\n',
-                         t->answer_len < FRAME_HEAD_MAX ? t->answer_len : FRAME_HEAD_MAX);
+      const char *at = t->answer + t->answer_off;
+      size_t left = t->answer_len - t->answer_off;
+      const char *nl = memchr (at, '\n', left < FRAME_HEAD_MAX ? left : FRAME_HEAD_MAX);
       if (!nl)
-        return t->answer_len >= FRAME_HEAD_MAX ? -1 : 0;
+        return left >= FRAME_HEAD_MAX ? -1 : 0;
+      size_t line_len = (size_t)(nl - at);
+      if (!answer_head_valid (at, line_len))
+        return -1;
       char line[FRAME_HEAD_MAX + 1];
-      size_t line_len = (size_t)(nl - t->answer);
-      memcpy (line, t->answer, line_len);
+      memcpy (line, at, line_len);
       line[line_len] = '\0';
       uint64_t run;
-      int status, has_value, used = 0;
+      int status, has_value;
       size_t len;
-      if (sscanf (line, "D %" SCNu64 " %d %d %zu%n", &run, &status, &has_value, &len, &used) != 4
-          || (size_t)used != line_len || status < 0 || status > 255
-          || (has_value != 0 && has_value != 1) || len > t->d->max_output_bytes)
+      if (sscanf (line, "D %" SCNu64 " %d %d %zu", &run, &status, &has_value, &len) != 4
+          || status < 0 || status > 255 || (has_value != 0 && has_value != 1)
+          || len > t->d->max_output_bytes)
         return -1;
       size_t total = line_len + 1 + len;
-      if (t->answer_len < total)
+      if (left < total)
         return 0;
       if (run == t->run)
         {
           t->status = status;
           t->has_value = has_value;
-          t->value_off = line_len + 1;
+          t->value_off = t->answer_off + line_len + 1;
           t->value_len = len;
           return 1;
         }
-      memmove (t->answer, t->answer + total, t->answer_len - total);
-      t->answer_len -= total;
+      t->answer_off += total;
     }
 }
 
 /* At most 16 reads a turn of the poll loop: a program that writes frames
- * for ever must not keep the launcher from its deadline. */
+ * for ever must not keep the launcher from its deadline. What was parsed
+ * is dropped once per read. */
 static void
 read_answer (struct turn *t)
 {
   for (int i = 0; i < 16; i++)
     {
+      if (t->answer_off)
+        {
+          memmove (t->answer, t->answer + t->answer_off, t->answer_len - t->answer_off);
+          t->answer_len -= t->answer_off;
+          t->answer_off = 0;
+        }
       if (t->answer_len == t->answer_cap)
         {
           t->broken = true; /* longer than any answer may be */
           return;
         }
-      ssize_t n = recv (t->r->control_fd, t->answer + t->answer_len, t->answer_cap - t->answer_len,
-                        MSG_DONTWAIT);
+      ssize_t n = read (t->r->answer_fd, t->answer + t->answer_len, t->answer_cap - t->answer_len);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0 && errno == EAGAIN)
@@ -297,8 +343,14 @@ interrupt (struct turn *t)
   if (r->program_pidfd < 0)
     {
       pid_t pid = nsbox_native_program (r);
-      if (pid > 0)
-        r->program_pidfd = (int)syscall (SYS_pidfd_open, pid, 0);
+      int fd = pid > 0 ? (int)syscall (SYS_pidfd_open, pid, 0) : -1;
+      /* Still init's child once the pidfd is held: the pid was not freed
+       * and reused by a host process in between. */
+      r->native.program = 0;
+      if (fd >= 0 && nsbox_native_program (r) == pid)
+        r->program_pidfd = fd;
+      else if (fd >= 0)
+        close (fd);
     }
   return r->program_pidfd >= 0
          && syscall (SYS_pidfd_send_signal, r->program_pidfd, SIGINT, NULL, 0) == 0;
@@ -308,9 +360,11 @@ static int
 poll_turn (struct turn *t)
 {
   struct nsbox_launch *r = t->r;
-  struct pollfd p[5];
-  int n = 0, i_ctl, i_out = -1, i_err = -1, i_pid, i_cancel = -1;
-  p[i_ctl = n++] = (struct pollfd){ r->control_fd, POLLIN | (all_sent (t) ? 0 : POLLOUT), 0 };
+  struct pollfd p[6];
+  int n = 0, i_ans, i_code = -1, i_out = -1, i_err = -1, i_pid, i_cancel = -1;
+  p[i_ans = n++] = (struct pollfd){ r->answer_fd, POLLIN, 0 };
+  if (!all_sent (t))
+    p[i_code = n++] = (struct pollfd){ r->code_fd, POLLOUT, 0 };
   if (r->streams.stdout_fd >= 0)
     p[i_out = n++] = (struct pollfd){ r->streams.stdout_fd, POLLIN, 0 };
   if (r->streams.stderr_fd >= 0)
@@ -330,9 +384,9 @@ poll_turn (struct turn *t)
       || (i_err >= 0 && p[i_err].revents
           && nsbox_supervise_drain (&r->streams.stderr_fd, &t->errs) < 0))
     return -ENOMEM;
-  if (p[i_ctl].revents & POLLOUT)
+  if (i_code >= 0 && p[i_code].revents)
     send_code (t);
-  if (p[i_ctl].revents & (POLLIN | POLLHUP | POLLERR))
+  if (p[i_ans].revents)
     read_answer (t);
   if (p[i_pid].revents)
     t->gone = true;
@@ -370,7 +424,7 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
   if (r->foreign)
     return nsbox_error_set (err, ECHILD,
                             "this sandbox was started by the process this one forked from");
-  if (r->control_fd < 0 || r->child.pidfd < 0)
+  if (r->code_fd < 0 || r->answer_fd < 0 || r->child.pidfd < 0)
     return nsbox_error_set (err, ESRCH, "this sandbox is gone");
   struct turn t = { .r = r, .d = d, .run = run };
   t.answer_cap = FRAME_HEAD_MAX + (size_t)d->max_output_bytes + 1;
@@ -381,15 +435,20 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
                                  d->code_len, d->max_output_bytes);
   nsbox_capture_init (&t.out, d->capture, d->max_output_bytes);
   nsbox_capture_init (&t.errs, d->capture, d->max_output_bytes);
-  set_nonblocking (r->control_fd);
+  set_nonblocking (r->code_fd);
+  set_nonblocking (r->answer_fd);
   set_nonblocking (r->streams.stdout_fd);
   set_nonblocking (r->streams.stderr_fd);
   set_nonblocking (r->streams.report_fd);
-  discard_answers (r->control_fd);
-  uint64_t cpu_before = nsbox_launch_cpu_usec (r);
+  discard_answers (r->answer_fd);
+  /* From the previous run's end: what the program did between runs (a
+   * background thread or process) is charged to this one. */
+  uint64_t cpu_before = r->live_cpu_usec;
   uint64_t start = nsbox_now_ms ();
   t.deadline = start + d->timeout_ms;
   int ret = 0;
+  struct nsbox_sigpipe_guard pipe_guard;
+  nsbox_sigpipe_block (&pipe_guard);
   send_code (&t);
   while (!t.done && !t.broken && !t.gone && !t.cancelled)
     {
@@ -406,17 +465,26 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
       if ((ret = poll_turn (&t)) < 0)
         break;
     }
+  nsbox_sigpipe_restore (&pipe_guard);
   /* The driver's end closed: its program is most likely exiting; its own
-   * status says more than a kill. */
+   * status says more than a kill. Never past the grace period. */
   if (ret >= 0 && t.broken && !t.gone)
     {
+      uint64_t now = nsbox_now_ms ();
+      uint64_t wait = DRIVER_EXIT_MS;
+      if (t.interrupted)
+        wait = t.grace_deadline > now ? t.grace_deadline - now : 0;
+      if (wait > DRIVER_EXIT_MS)
+        wait = DRIVER_EXIT_MS;
       struct pollfd p = { r->child.pidfd, POLLIN, 0 };
-      t.gone = poll (&p, 1, DRIVER_EXIT_MS) > 0;
+      t.gone = poll (&p, 1, (int)wait) > 0;
     }
   /* One last look: what the program wrote before its answer. */
   if (ret >= 0)
     ret = drain_output (&t);
   uint64_t cpu_after = nsbox_launch_cpu_usec (r);
+  if (cpu_after != UINT64_MAX)
+    r->live_cpu_usec = cpu_after;
   res->in_sandbox = true;
   res->sandbox_run = run;
   res->timed_out = t.interrupted;
@@ -445,7 +513,7 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
   free (t.answer);
   nsbox_supervise_store_output (&t.out, &t.errs, res);
   res->duration_ms = nsbox_now_ms () - start;
-  if (cpu_before != UINT64_MAX && cpu_after != UINT64_MAX && cpu_after >= cpu_before)
+  if (cpu_after != UINT64_MAX && cpu_after >= cpu_before)
     res->cpu_ms = (cpu_after - cpu_before) / 1000;
   res->timeout_ms = d->timeout_ms;
   res->memory_limit_bytes = d->memory_bytes;

@@ -61,10 +61,15 @@ launch_forked (struct nsbox_fork_node *node)
   struct nsbox_launch *r = container_of (node, struct nsbox_launch, fork_node);
   int *fds[]
       = { &r->streams.stdin_fd, &r->streams.stdout_fd, &r->streams.stderr_fd, &r->streams.report_fd,
-          &r->child.pidfd,      &r->control_fd,        &r->program_pidfd };
+          &r->child.pidfd,      &r->code_fd,           &r->answer_fd,         &r->program_pidfd };
   for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
     if (*fds[i] >= 0)
       close (TAKE_FD (*fds[i]));
+  if (r->plan.control)
+    {
+      nsbox_close_slot (&r->plan.control_fds[0]);
+      nsbox_close_slot (&r->plan.control_fds[1]);
+    }
   if (r->ops && r->ops->forked)
     r->ops->forked (r);
   nsbox_pipes_close (&r->pipes);
@@ -118,10 +123,14 @@ launch_release (struct nsbox_launch *r)
   nsbox_image_release (&r->image);
   nsbox_pipes_close (&r->pipes);
   nsbox_inputs_close (&r->plan.inputs);
-  nsbox_close_slot (&r->control_fd);
+  nsbox_close_slot (&r->code_fd);
+  nsbox_close_slot (&r->answer_fd);
   nsbox_close_slot (&r->program_pidfd);
   if (r->plan.control)
-    nsbox_close_slot (&r->plan.control_fd);
+    {
+      nsbox_close_slot (&r->plan.control_fds[0]);
+      nsbox_close_slot (&r->plan.control_fds[1]);
+    }
   json_decref (nsbox_egress_stop (r->proxy, false));
   free (r);
 }
@@ -351,24 +360,35 @@ prepare_live (struct nsbox_launch *r, const nsbox_config *c, struct nsbox_error 
   if (r->runtime == NSBOX_RUNTIME_RUNSC)
     return nsbox_error_set (err, ENOTSUP,
                             "live sandboxes are not available with runtime runsc yet (the "
-                            "driver's control socket is not passed into gVisor): use runtime "
+                            "driver's control pipes are not passed into gVisor): use runtime "
                             "native");
   if (!c->command || !c->command[0])
     return nsbox_error_set (err, EINVAL, "a live sandbox needs a command naming the interpreter");
-  int sv[2];
-  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-    return nsbox_error_sys (err, errno, "create the live sandbox's control socket");
-  r->control_fd = sv[0];
+  int code[2], answers[2];
+  if (pipe2 (code, O_CLOEXEC) < 0)
+    return nsbox_error_sys (err, errno, "create the live sandbox's control pipes");
+  if (pipe2 (answers, O_CLOEXEC) < 0)
+    {
+      int e = errno;
+      close (code[0]);
+      close (code[1]);
+      return nsbox_error_sys (err, e, "create the live sandbox's control pipes");
+    }
+  r->code_fd = code[1];
+  r->answer_fd = answers[0];
   r->plan.control = true;
-  r->plan.control_fd = sv[1];
-  snprintf (r->live_fd_arg, sizeof r->live_fd_arg, "%d",
-            NSBOX_CHILD_FIRST_FREE_FD + (int)c->inputs_len);
+  r->plan.control_fds[0] = code[0];
+  r->plan.control_fds[1] = answers[1];
+  for (int i = 0; i < 2; i++)
+    snprintf (r->live_fd_args[i], sizeof r->live_fd_args[i], "%d",
+              NSBOX_CHILD_FIRST_FREE_FD + (int)c->inputs_len + i);
   size_t n = 0;
   r->live_argv[n++] = c->command[0];
   r->live_argv[n++] = (char *)"-u";
   r->live_argv[n++] = (char *)"-c";
   r->live_argv[n++] = (char *)nsbox_live_driver;
-  r->live_argv[n++] = r->live_fd_arg;
+  r->live_argv[n++] = r->live_fd_args[0];
+  r->live_argv[n++] = r->live_fd_args[1];
   r->live_argv[n] = NULL;
   r->plan.argv = r->live_argv;
   return 0;
@@ -389,7 +409,7 @@ launch_start (const nsbox_config *c, bool live, struct nsbox_launch **out, struc
   r->native.mnt_ns_fd = -1;
   r->child = (struct nsbox_child){ -1, -1 };
   r->streams = (struct nsbox_streams){ -1, -1, -1, -1 };
-  r->control_fd = r->program_pidfd = -1;
+  r->code_fd = r->answer_fd = r->program_pidfd = -1;
   nsbox_limits_init (&r->limits);
   nsbox_pipes_init (&r->pipes);
   launch_register (r);
@@ -418,7 +438,8 @@ launch_start (const nsbox_config *c, bool live, struct nsbox_launch **out, struc
     {
       /* The child has its copy; the program's stdin is at its end at once,
        * as after a single run's code. */
-      nsbox_close_slot (&r->plan.control_fd);
+      nsbox_close_slot (&r->plan.control_fds[0]);
+      nsbox_close_slot (&r->plan.control_fds[1]);
       r->plan.control = false;
       nsbox_close_slot (&r->streams.stdin_fd);
     }

@@ -17,7 +17,7 @@ enum
   NSBOX_CHILD_REPORT_FD = 3,
   NSBOX_CHILD_SYNC_FD = 4,
   NSBOX_CHILD_FIRST_FREE_FD = 5,
-  NSBOX_CHILD_EXTRA_MAX = 65, /* every input, and a live sandbox's control socket */
+  NSBOX_CHILD_EXTRA_MAX = 66, /* every input, and a live sandbox's two control pipes */
 };
 
 /* Reports a failed step to the parent (`detail`: a path, a name, or NULL)

@@ -133,8 +133,9 @@ program_main (void *arg)
   if (setsid () < 0)
     nsbox_child_fail (NSBOX_STEP_SETSID, errno, NULL);
   /* Only in the program's own fd table (no CLONE_FILES). */
-  if (plan->control && fcntl (NSBOX_CHILD_FIRST_FREE_FD + plan->inputs.n, F_SETFD, 0) < 0)
-    nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
+  for (int i = 0; plan->control && i < 2; i++)
+    if (fcntl (NSBOX_CHILD_FIRST_FREE_FD + plan->inputs.n + i, F_SETFD, 0) < 0)
+      nsbox_child_fail (NSBOX_STEP_FDS, errno, NULL);
   exec_program (arg);
   return 127;
 }
@@ -210,12 +211,15 @@ nsbox_child_main (const struct nsbox_plan *plan)
   wipe_launcher_strings (plan);
   const int fds[5]
       = { plan->stdin_fd, plan->stdout_fd, plan->stderr_fd, plan->report_fd, plan->sync_fd };
-  /* The inputs, then the control socket of a live sandbox. */
-  int extra[NSBOX_INPUTS_MAX + 1];
+  /* The inputs, then the control pipes of a live sandbox. */
+  int extra[NSBOX_INPUTS_MAX + 2];
   int n_extra = plan->inputs.n;
   memcpy (extra, plan->inputs.fds, sizeof (int) * (size_t)n_extra);
   if (plan->control)
-    extra[n_extra++] = plan->control_fd;
+    {
+      extra[n_extra++] = plan->control_fds[0];
+      extra[n_extra++] = plan->control_fds[1];
+    }
   nsbox_child_prologue (fds, extra, n_extra, plan->caller_undumpable);
   nsbox_mounts_bind_root (plan);
   nsbox_userns_become (plan->uid, plan->gid, plan->may_setgroups);
@@ -247,11 +251,14 @@ nsbox_child_main (const struct nsbox_plan *plan)
     nsbox_child_fail (NSBOX_STEP_DUMPABLE, errno, NULL);
   pid_t program = spawn_program (plan, program_stack);
   /* init keeps no copy of the program's stdio, nor of its control
-   * socket: the launcher sees the driver's end as the socket's end. */
+   * pipes: the launcher sees the driver's end as the pipes' end. */
   close (0);
   close (1);
   close (2);
   if (plan->control)
-    close (NSBOX_CHILD_FIRST_FREE_FD + plan->inputs.n);
+    {
+      close (NSBOX_CHILD_FIRST_FREE_FD + plan->inputs.n);
+      close (NSBOX_CHILD_FIRST_FREE_FD + plan->inputs.n + 1);
+    }
   nsbox_child_reap (program);
 }

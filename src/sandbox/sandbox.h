@@ -66,11 +66,13 @@ struct nsbox_plan
   /* Files copied to /mnt/in: their fds in the parent's numbering, placed
    * from NSBOX_CHILD_FIRST_FREE_FD on in the child. */
   struct nsbox_inputs inputs;
-  /* A live sandbox (several runs): the child's end of the control socket,
-   * placed after the inputs (NSBOX_CHILD_FIRST_FREE_FD + inputs.n) and
-   * left open across the program's execve; init keeps no copy. */
+  /* A live sandbox (several runs): the child's ends of its two control
+   * pipes (the code's read end, the answers' write end), placed after the
+   * inputs (NSBOX_CHILD_FIRST_FREE_FD + inputs.n and the next) and left
+   * open across the program's execve; init keeps no copy. Pipes, not a
+   * socket: nothing can pass an fd to the launcher through them. */
   bool control;
-  int control_fd;
+  int control_fds[2];
 };
 
 /* Child side: runs the whole setup and never returns (init.c). */
