@@ -79,11 +79,14 @@ nsbox_sandbox_options_set (nsbox_sandbox_options *o, const char *key, const char
   uint64_t v = 0;
   if (strcmp (key, "sandbox-idle-timeout") == 0 || strcmp (key, "sandbox-max-lifetime") == 0)
     {
-      if (nsbox_parse_duration (value, &v) < 0 || v == 0)
+      /* The bounds of the configuration keys of the same names. */
+      bool idle = strcmp (key, "sandbox-idle-timeout") == 0;
+      uint64_t max = idle ? 24ULL * 3600 * 1000 : 7 * 24ULL * 3600 * 1000;
+      if (nsbox_parse_duration (value, &v) < 0 || v < 1000 || v > max)
         return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for '%s': expected a duration above zero "
+                                "invalid value '%s' for '%s': expected a duration from 1s to %s "
                                 "such as 90s, 10m or 1h",
-                                value, key);
+                                value, key, idle ? "24h" : "7 days");
       if (strcmp (key, "sandbox-idle-timeout") == 0)
         o->idle_timeout_ms = v;
       else
@@ -92,7 +95,7 @@ nsbox_sandbox_options_set (nsbox_sandbox_options *o, const char *key, const char
     }
   if (strcmp (key, "sandbox-max-runs") == 0)
     {
-      if (nsbox_parse_count (value, &v) < 0)
+      if (nsbox_parse_count (value, &v) < 0 || v > 1000000000)
         return nsbox_error_set (err, EINVAL,
                                 "invalid value '%s' for 'sandbox-max-runs': expected a number "
                                 "of runs (0: no limit)",

@@ -118,6 +118,8 @@ Test (sandbox_options, the_life_keys_are_taken_and_bad_ones_refused_by_name, .ti
     { "sandbox-idle-timeout", "0", "'sandbox-idle-timeout'" },
     { "sandbox-idle-timeout", "later", "'sandbox-idle-timeout'" },
     { "sandbox-max-lifetime", "", "'sandbox-max-lifetime'" },
+    { "sandbox-max-lifetime", "8d", "'sandbox-max-lifetime'" },
+    { "sandbox-idle-timeout", "500ms", "'sandbox-idle-timeout'" },
     { "sandbox-max-runs", "-3", "'sandbox-max-runs'" },
     { "sandbox-max-runs", "many", "'sandbox-max-runs'" },
     { "timeout", "1s", "unknown sandbox option 'timeout'" },
