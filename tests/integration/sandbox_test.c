@@ -177,11 +177,25 @@ host_processes_with (const char *marker)
   return found;
 }
 
+/* The count once it is `want`, or what it is after `seconds` (scaled):
+ * a process just started or just killed may take a moment to show. */
+static int
+host_processes_become (const char *marker, int want, double seconds)
+{
+  double until = now_s () + harness_scaled (seconds);
+  int n;
+  while ((n = host_processes_with (marker)) != want && now_s () < until)
+    usleep (50000);
+  return n;
+}
+
 /* A background process whose command line names `marker`. */
 static void
 start_marked (struct repl *r, char *marker, size_t size)
 {
-  snprintf (marker, size, "nsbox-live-%d-%ld", (int)getpid (), (long)random ());
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  snprintf (marker, size, "nsbox-live-%d-%ld", (int)getpid (), (long)ts.tv_nsec);
   char code[512];
   snprintf (code, sizeof code,
             "import subprocess, sys\n"
@@ -191,15 +205,15 @@ start_marked (struct repl *r, char *marker, size_t size)
   repl_feed (r, code);
 }
 
-/* Python: the driver's control socket, the one socket the program has. */
+/* Python: the driver's answer pipe, the highest pipe the program has. */
 #define FIND_CONTROL_FD                                                                            \
   "import os, stat\n"                                                                              \
-  "def is_socket(f):\n"                                                                            \
+  "def is_pipe(f):\n"                                                                              \
   "    try:\n"                                                                                     \
-  "        return stat.S_ISSOCK(os.fstat(f).st_mode)\n"                                            \
+  "        return stat.S_ISFIFO(os.fstat(f).st_mode)\n"                                            \
   "    except OSError:\n"                                                                          \
   "        return False\n"                                                                         \
-  "fd = [f for f in range(3, 64) if is_socket(f)][0]\n"
+  "fd = [f for f in range(3, 64) if is_pipe(f)][-1]\n"
 
 static bool
 runsc_refused (void)
@@ -282,9 +296,10 @@ Test (sandbox, a_background_process_lives_until_the_sandbox_closes, .timeout = 1
   repl_feed (&r, "bg.poll() is None");
   json_t *b = repl_next (&r, 30);
   cr_assert_str_eq (str (b, "value"), "True");
-  cr_assert_eq (host_processes_with (marker), 1, "the background process is not on the host");
+  cr_assert_eq (host_processes_become (marker, 1, 5), 1,
+                "the background process is not on the host");
   cr_assert_eq (repl_end (&r, NULL), 0);
-  cr_assert_eq (host_processes_with (marker), 0, "a process of the closed sandbox is left");
+  cr_assert_eq (host_processes_become (marker, 0, 2), 0, "a process of the closed sandbox is left");
 }
 
 Test (sandbox, timeout_interrupts_and_keeps_state, .timeout = 120)
@@ -324,7 +339,7 @@ Test (sandbox, ignoring_the_interrupt_loses_the_sandbox, .timeout = 120)
   start_marked (&r, marker, sizeof marker);
   json_t *first = repl_next (&r, 30);
   cr_assert_eq (num (first, "exit_code"), 0, "%s", str (first, "stderr"));
-  int seen = host_processes_with (marker);
+  int seen = host_processes_become (marker, 1, 5);
   cr_assert_eq (seen, 1, "%d host processes name %s", seen, marker);
   repl_feed (&r, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n"
                  "    pass");
@@ -335,7 +350,7 @@ Test (sandbox, ignoring_the_interrupt_loses_the_sandbox, .timeout = 120)
   cr_assert_eq (num (a, "exit_code"), 137);
   cr_assert (took < timeout_s + 2 + harness_scaled (1), "the lost run took %.2fs", took);
   /* Gone from the host before the repl ends. */
-  cr_assert_eq (host_processes_with (marker), 0, "a process of the lost sandbox is left");
+  cr_assert_eq (host_processes_become (marker, 0, 2), 0, "a process of the lost sandbox is left");
   repl_feed (&r, "1");
   char *err;
   cr_assert_eq (repl_end (&r, &err), 125);
@@ -387,7 +402,7 @@ Test (sandbox, hostile_fake_answers_and_a_dead_driver, .timeout = 120)
   free (err);
 }
 
-Test (sandbox, closing_the_control_socket_loses_the_sandbox, .timeout = 120)
+Test (sandbox, closing_the_answer_pipe_loses_the_sandbox, .timeout = 120)
 {
   if (runsc_refused ())
     return;
@@ -459,7 +474,7 @@ expect_watched_away (const char *key, const char *value, double deadline_s, bool
   json_t *a = repl_next (&r, 30);
   cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
   double opened = r.fed_at;
-  int seen = host_processes_with (marker);
+  int seen = host_processes_become (marker, 1, 5);
   cr_assert_eq (seen, 1, "%d host processes name %s", seen, marker);
   /* Before the deadline it is there; after it, gone from the host. */
   double until = opened + deadline_s + harness_scaled (3);
@@ -516,4 +531,29 @@ Test (sandbox, a_flood_of_stale_answers_does_not_hold_the_launcher, .timeout = 1
   cr_assert (flag (a, "timed_out"), "the run did not time out");
   cr_assert (took < timeout_s + 2 + harness_scaled (1), "the flooded run took %.2fs", took);
   repl_end (&r, NULL);
+}
+
+/* The control channel carries no fds: an fd the program tries to pass to
+ * the launcher on any of its descriptors is refused at the send. */
+Test (sandbox, no_fd_can_be_passed_to_the_launcher, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  repl_start (&r, "10s");
+  repl_feed (&r, "import os, socket\n"
+                 "passed = 0\n"
+                 "for f in range(0, 64):\n"
+                 "    try:\n"
+                 "        s = socket.socket(fileno=os.dup(f))\n"
+                 "        socket.send_fds(s, [b'x'], [0])\n"
+                 "        passed += 1\n"
+                 "    except OSError:\n"
+                 "        pass\n"
+                 "passed");
+  json_t *a = repl_next (&r, 30);
+  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
+  cr_assert_str_eq (str (a, "value"), "0", "an fd reached the launcher's side");
+  cr_assert_not (flag (a, "sandbox_lost"));
+  cr_assert_eq (repl_end (&r, NULL), 0);
 }
