@@ -44,6 +44,7 @@ struct nsbox_sandbox
   pthread_cond_t watch_wake;
   pthread_t watcher;
   bool watching, closing;
+  bool busy;        /* a run was asked for and is not over (watch_lock) */
   pid_t owner;      /* the process whose thread the watcher is */
   uint64_t last_ms; /* the end of the last run (watch_lock) */
 };
@@ -320,14 +321,24 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
     return nsbox_error_set (err, EINVAL,
                             "inputs and output-dir are not available for a run in a live "
                             "sandbox yet");
-  if (pthread_mutex_trylock (&s->lock) != 0)
+  /* Busy only with another run: the watcher holds the lock for a moment
+   * only, and is waited for. */
+  pthread_mutex_lock (&s->watch_lock);
+  bool busy = s->busy;
+  s->busy = true;
+  pthread_mutex_unlock (&s->watch_lock);
+  if (busy)
     return nsbox_error_set (err, EBUSY, "sandbox %s is running another run: one at a time", s->id);
+  pthread_mutex_lock (&s->lock);
   struct nsbox_dispatch d;
   int r = check_life (s, err);
   if (r >= 0)
     r = nsbox_pool_dispatch (s->pool, options, code, code_len, &d, err);
   if (r < 0)
     {
+      pthread_mutex_lock (&s->watch_lock);
+      s->busy = false;
+      pthread_mutex_unlock (&s->watch_lock);
       pthread_mutex_unlock (&s->lock);
       return r;
     }
@@ -348,6 +359,7 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
   r = nsbox_gate_run (&gate, sandbox_turn, &t, out, &refused, err);
   pthread_mutex_lock (&s->watch_lock);
   s->last_ms = nsbox_now_ms ();
+  s->busy = false;
   pthread_cond_signal (&s->watch_wake);
   pthread_mutex_unlock (&s->watch_lock);
   pthread_mutex_unlock (&s->lock);
