@@ -134,6 +134,13 @@ nsbox_read_small (const char *path, char *buf, size_t size)
   return (int)n;
 }
 
+void
+nsbox_set_nonblocking (int fd)
+{
+  if (fd >= 0)
+    fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
+}
+
 int
 nsbox_random_id (char id[33])
 {

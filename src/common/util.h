@@ -94,6 +94,9 @@ nsbox_close_slot (int *fd)
     close (was);
 }
 
+/* Adds O_NONBLOCK to an open fd's flags; -1 is allowed (nothing done). */
+void nsbox_set_nonblocking (int fd) NSBOX_INTERNAL;
+
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
 /* The structure that holds MEMBER at PTR. */
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof (type, member)))

@@ -20,7 +20,6 @@
  * CPU time since the previous run's end, so that work done between runs is
  * charged (to the quotas too) with the next. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -171,13 +170,6 @@ struct turn
   size_t value_off, value_len;
   uint64_t deadline, grace_deadline;
 };
-
-static void
-set_nonblocking (int fd)
-{
-  if (fd >= 0)
-    fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
-}
 
 /* Whatever sits on the control socket before a run was not asked for. */
 static void
@@ -435,11 +427,11 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
                                  d->code_len, d->max_output_bytes);
   nsbox_capture_init (&t.out, d->capture, d->max_output_bytes);
   nsbox_capture_init (&t.errs, d->capture, d->max_output_bytes);
-  set_nonblocking (r->code_fd);
-  set_nonblocking (r->answer_fd);
-  set_nonblocking (r->streams.stdout_fd);
-  set_nonblocking (r->streams.stderr_fd);
-  set_nonblocking (r->streams.report_fd);
+  nsbox_set_nonblocking (r->code_fd);
+  nsbox_set_nonblocking (r->answer_fd);
+  nsbox_set_nonblocking (r->streams.stdout_fd);
+  nsbox_set_nonblocking (r->streams.stderr_fd);
+  nsbox_set_nonblocking (r->streams.report_fd);
   discard_answers (r->answer_fd);
   /* From the previous run's end: what the program did between runs (a
    * background thread or process) is charged to this one. */

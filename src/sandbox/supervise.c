@@ -376,13 +376,6 @@ nsbox_supervise_store_output (struct nsbox_capture *stdout_c, struct nsbox_captu
   res->stderr_omitted = errs.omitted;
 }
 
-static void
-set_nonblocking (int fd)
-{
-  if (fd >= 0)
-    fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
-}
-
 void
 nsbox_sigpipe_block (struct nsbox_sigpipe_guard *g)
 {
@@ -428,10 +421,10 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   uint64_t cgroup_usec;
   l.sample_cpu = !nsbox_limits_cpu_usec (limits, &cgroup_usec);
   l.next_sample_ms = start + SAMPLE_MS;
-  set_nonblocking (s->stdin_fd);
-  set_nonblocking (s->stdout_fd);
-  set_nonblocking (s->stderr_fd);
-  set_nonblocking (s->report_fd);
+  nsbox_set_nonblocking (s->stdin_fd);
+  nsbox_set_nonblocking (s->stdout_fd);
+  nsbox_set_nonblocking (s->stderr_fd);
+  nsbox_set_nonblocking (s->report_fd);
   if (code_len == 0)
     nsbox_close_slot (&s->stdin_fd);
 
