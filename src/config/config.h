@@ -71,8 +71,8 @@ struct nsbox_config
   uint64_t quota_cpu_ms;
   uint64_t quota_wall_ms;
   uint64_t quota_window_ms; /* > 0 */
-  /* A live sandbox's life (nsbox_sandbox_open): idle and total, > 0; runs,
-   * 0 for no limit. */
+  /* A live sandbox's life (nsbox_sandbox_open): idle and total, from 1s
+   * to the bounds below; runs, 0 for no limit. */
   uint64_t sandbox_idle_timeout_ms;
   uint64_t sandbox_max_lifetime_ms;
   uint64_t sandbox_max_runs;
@@ -92,6 +92,12 @@ struct nsbox_key_info
   bool repeatable;
 };
 const struct nsbox_key_info *nsbox_config_keys (void) NSBOX_INTERNAL;
+
+/* The bounds of the sandbox-* keys, which nsbox_sandbox_options_set
+ * takes too. */
+#define NSBOX_SANDBOX_IDLE_MAX_MS (24ULL * 60 * 60 * 1000)
+#define NSBOX_SANDBOX_LIFETIME_MAX_MS (7 * NSBOX_SANDBOX_IDLE_MAX_MS)
+#define NSBOX_SANDBOX_RUNS_MAX 1000000000ULL
 
 /* A session id: 1 to NSBOX_SESSION_MAX letters, digits and ._:@+=/- */
 #define NSBOX_SESSION_MAX 128

@@ -809,21 +809,21 @@ static const struct config_key config_keys[] = {
     .doc
     = "A live sandbox (nsbox repl, nsbox_sandbox_open) with no run for this long is destroyed; "
       "a run asked for later is refused.",
-    NUMBER (sandbox_idle_timeout_ms, nsbox_parse_duration, 1000, TIMEOUT_MAX_MS,
+    NUMBER (sandbox_idle_timeout_ms, nsbox_parse_duration, 1000, NSBOX_SANDBOX_IDLE_MAX_MS,
             nsbox_format_duration),
     SCALAR, .help = "a live sandbox idle this long is destroyed (default 10m)",
     .expected = "a duration from 1s to 24h such as 10m" },
   { "sandbox-max-lifetime",
     .doc = "A live sandbox older than this is destroyed, whatever it is doing between runs; a run "
            "asked for later is refused.",
-    NUMBER (sandbox_max_lifetime_ms, nsbox_parse_duration, 1000, 7 * TIMEOUT_MAX_MS,
+    NUMBER (sandbox_max_lifetime_ms, nsbox_parse_duration, 1000, NSBOX_SANDBOX_LIFETIME_MAX_MS,
             nsbox_format_duration),
     SCALAR, .help = "a live sandbox's whole life (default 1h)",
     .expected = "a duration from 1s to 7 days such as 1h" },
   { "sandbox-max-runs",
     .doc = "Runs a live sandbox may have; the one after the last is refused and the sandbox "
            "destroyed. 0: no limit.",
-    NUMBER (sandbox_max_runs, nsbox_parse_count, 0, 1000000000, format_count), SCALAR,
+    NUMBER (sandbox_max_runs, nsbox_parse_count, 0, NSBOX_SANDBOX_RUNS_MAX, format_count), SCALAR,
     .help = "runs a live sandbox may have, 0 for no limit (default 0)",
     .expected = "a whole number from 0 to 1000000000" },
   { "quota-runs-per-minute",

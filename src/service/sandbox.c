@@ -82,21 +82,18 @@ nsbox_sandbox_options_set (nsbox_sandbox_options *o, const char *key, const char
     {
       /* The bounds of the configuration keys of the same names. */
       bool idle = strcmp (key, "sandbox-idle-timeout") == 0;
-      uint64_t max = idle ? 24ULL * 3600 * 1000 : 7 * 24ULL * 3600 * 1000;
+      uint64_t max = idle ? NSBOX_SANDBOX_IDLE_MAX_MS : NSBOX_SANDBOX_LIFETIME_MAX_MS;
       if (nsbox_parse_duration (value, &v) < 0 || v < 1000 || v > max)
         return nsbox_error_set (err, EINVAL,
                                 "invalid value '%s' for '%s': expected a duration from 1s to %s "
                                 "such as 90s, 10m or 1h",
                                 value, key, idle ? "24h" : "7 days");
-      if (strcmp (key, "sandbox-idle-timeout") == 0)
-        o->idle_timeout_ms = v;
-      else
-        o->max_lifetime_ms = v;
+      *(idle ? &o->idle_timeout_ms : &o->max_lifetime_ms) = v;
       return 0;
     }
   if (strcmp (key, "sandbox-max-runs") == 0)
     {
-      if (nsbox_parse_count (value, &v) < 0 || v > 1000000000)
+      if (nsbox_parse_count (value, &v) < 0 || v > NSBOX_SANDBOX_RUNS_MAX)
         return nsbox_error_set (err, EINVAL,
                                 "invalid value '%s' for 'sandbox-max-runs': expected a number "
                                 "of runs (0: no limit)",
