@@ -28,14 +28,6 @@ struct repl
   double fed_at;
 };
 
-static double
-now_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void
 repl_start_with (struct repl *r, const char *timeout, const char *key, const char *value)
 {
@@ -54,7 +46,7 @@ repl_start (struct repl *r, const char *timeout)
 static void
 repl_feed (struct repl *r, const char *block)
 {
-  r->fed_at = now_s ();
+  r->fed_at = now_seconds ();
   size_t len = strlen (block);
   cr_assert (write (r->job.in_fd, block, len) == (ssize_t)len, "write: %s", strerror (errno));
   cr_assert (write (r->job.in_fd, "\n\n", 2) == 2);
@@ -64,7 +56,7 @@ repl_feed (struct repl *r, const char *block)
 static json_t *
 repl_next (struct repl *r, double seconds)
 {
-  double deadline = now_s () + harness_scaled (seconds);
+  double deadline = now_seconds () + harness_scaled (seconds);
   for (;;)
     {
       char *nl = memchr (r->buf, '\n', r->len);
@@ -79,7 +71,7 @@ repl_next (struct repl *r, double seconds)
           r->results[r->n++] = j;
           return j;
         }
-      double left = deadline - now_s ();
+      double left = deadline - now_seconds ();
       cr_assert (left > 0, "no result line within %.1fs", harness_scaled (seconds));
       struct pollfd p = { r->job.out_fd, POLLIN, 0 };
       poll (&p, 1, (int)(left * 1000) + 1);
@@ -182,9 +174,9 @@ host_processes_with (const char *marker)
 static int
 host_processes_become (const char *marker, int want, double seconds)
 {
-  double until = now_s () + harness_scaled (seconds);
+  double until = now_seconds () + harness_scaled (seconds);
   int n;
-  while ((n = host_processes_with (marker)) != want && now_s () < until)
+  while ((n = host_processes_with (marker)) != want && now_seconds () < until)
     usleep (50000);
   return n;
 }
@@ -315,7 +307,7 @@ Test (sandbox, timeout_interrupts_and_keeps_state, .timeout = 120)
   cr_assert_eq (num (first, "exit_code"), 0, "%s", str (first, "stderr"));
   repl_feed (&r, "while True:\n    pass");
   json_t *a = repl_next (&r, 30);
-  double took = now_s () - r.fed_at;
+  double took = now_seconds () - r.fed_at;
   cr_assert (flag (a, "timed_out"));
   cr_assert_eq (num (a, "exit_code"), 130);
   cr_assert (strstr (str (a, "stderr"), "KeyboardInterrupt"), "stderr: %s", str (a, "stderr"));
@@ -344,7 +336,7 @@ Test (sandbox, ignoring_the_interrupt_loses_the_sandbox, .timeout = 120)
   repl_feed (&r, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n"
                  "    pass");
   json_t *a = repl_next (&r, 30);
-  double took = now_s () - r.fed_at;
+  double took = now_seconds () - r.fed_at;
   cr_assert (flag (a, "sandbox_lost"));
   cr_assert (flag (a, "timed_out"));
   cr_assert_eq (num (a, "exit_code"), 137);
@@ -479,7 +471,7 @@ expect_watched_away (const char *key, const char *value, double deadline_s, bool
   /* Before the deadline it is there; after it, gone from the host. */
   double until = opened + deadline_s + harness_scaled (3);
   bool gone = false;
-  while (now_s () < until && !gone)
+  while (now_seconds () < until && !gone)
     {
       /* Runs whose results stay in the pipe: one past the deadline is
        * refused, and prints none. */
@@ -487,12 +479,12 @@ expect_watched_away (const char *key, const char *value, double deadline_s, bool
         repl_feed (&r, "1");
       usleep (200000);
       gone = host_processes_with (marker) == 0;
-      cr_assert (gone || now_s () < until, "still there");
+      cr_assert (gone || now_seconds () < until, "still there");
     }
   cr_assert (gone, "a process of the sandbox is still on the host %.1fs after %s %s",
-             now_s () - opened, key, value);
-  cr_assert (now_s () - opened >= deadline_s - 0.3, "gone after %.2fs, before its %s %s",
-             now_s () - opened, key, value);
+             now_seconds () - opened, key, value);
+  cr_assert (now_seconds () - opened >= deadline_s - 0.3, "gone after %.2fs, before its %s %s",
+             now_seconds () - opened, key, value);
   repl_feed (&r, "1");
   char *err;
   cr_assert_eq (repl_end (&r, &err), 125);
@@ -527,7 +519,7 @@ Test (sandbox, a_flood_of_stale_answers_does_not_hold_the_launcher, .timeout = 1
                                  "threading.Thread(target=flood, daemon=True).start()\n"
                                  "time.sleep(600)");
   json_t *a = repl_next (&r, 60);
-  double took = now_s () - r.fed_at;
+  double took = now_seconds () - r.fed_at;
   cr_assert (flag (a, "timed_out"), "the run did not time out");
   cr_assert (took < timeout_s + 2 + harness_scaled (1), "the flooded run took %.2fs", took);
   repl_end (&r, NULL);
