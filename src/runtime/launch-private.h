@@ -107,6 +107,15 @@ struct nsbox_launch
   bool foreign; /* this is a forked copy of the process that started it */
 };
 
+/* 0, or -ECHILD when `launch` is a forked copy's (foreign): nothing of it
+ * may be run. */
+int nsbox_launch_owned (const struct nsbox_launch *launch, struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* What a result says of the sandbox that ran it: how each limit was
+ * enforced, the runtime, the filter's digest and the image's. */
+void nsbox_launch_describe (const struct nsbox_launch *launch,
+                            struct nsbox_result *res) NSBOX_INTERNAL;
+
 /* Native: the program's host pid (init's one child), or -1. */
 pid_t nsbox_native_program (struct nsbox_launch *r) NSBOX_INTERNAL;
 

@@ -171,7 +171,7 @@ struct turn
   uint64_t deadline, grace_deadline;
 };
 
-/* Whatever sits on the control socket before a run was not asked for. */
+/* Whatever sits on the answer pipe before a run was not asked for. */
 static void
 discard_answers (int fd)
 {
@@ -413,9 +413,9 @@ int
 nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_dispatch *d,
                    struct nsbox_result *res, struct nsbox_error **err)
 {
-  if (r->foreign)
-    return nsbox_error_set (err, ECHILD,
-                            "this sandbox was started by the process this one forked from");
+  int owned = nsbox_launch_owned (r, err);
+  if (owned < 0)
+    return owned;
   if (r->code_fd < 0 || r->answer_fd < 0 || r->child.pidfd < 0)
     return nsbox_error_set (err, ESRCH, "this sandbox is gone");
   struct turn t = { .r = r, .d = d, .run = run };
@@ -427,11 +427,6 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
                                  d->code_len, d->max_output_bytes);
   nsbox_capture_init (&t.out, d->capture, d->max_output_bytes);
   nsbox_capture_init (&t.errs, d->capture, d->max_output_bytes);
-  nsbox_set_nonblocking (r->code_fd);
-  nsbox_set_nonblocking (r->answer_fd);
-  nsbox_set_nonblocking (r->streams.stdout_fd);
-  nsbox_set_nonblocking (r->streams.stderr_fd);
-  nsbox_set_nonblocking (r->streams.report_fd);
   discard_answers (r->answer_fd);
   /* From the previous run's end: what the program did between runs (a
    * background thread or process) is charged to this one. */
@@ -509,11 +504,7 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
     res->cpu_ms = (cpu_after - cpu_before) / 1000;
   res->timeout_ms = d->timeout_ms;
   res->memory_limit_bytes = d->memory_bytes;
-  for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
-    res->limits[i] = r->limits.mech[i];
-  res->runtime = nsbox_launch_runtime (r);
-  memcpy (res->policy_sha256, r->policy_sha256, sizeof res->policy_sha256);
-  memcpy (res->image_digest, r->image_digest, sizeof res->image_digest);
+  nsbox_launch_describe (r, res);
   if (ret < 0)
     {
       if (!res->sandbox_lost)

@@ -442,6 +442,11 @@ launch_start (const nsbox_config *c, bool live, struct nsbox_launch **out, struc
       nsbox_close_slot (&r->plan.control_fds[1]);
       r->plan.control = false;
       nsbox_close_slot (&r->streams.stdin_fd);
+      /* Every run of it polls them (live.c). */
+      int fds[] = { r->code_fd, r->answer_fd, r->streams.stdout_fd, r->streams.stderr_fd,
+                    r->streams.report_fd };
+      for (size_t i = 0; i < ARRAY_SIZE (fds); i++)
+        nsbox_set_nonblocking (fds[i]);
     }
   *out = r;
   return 0;
@@ -472,18 +477,33 @@ nsbox_launch_kill (struct nsbox_launch *r)
 }
 
 int
-nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
-                     struct nsbox_result *res, struct nsbox_error **err)
+nsbox_launch_owned (const struct nsbox_launch *r, struct nsbox_error **err)
 {
   if (r->foreign)
     return nsbox_error_set (err, ECHILD,
                             "this sandbox was started by the process this one forked from");
-  int ret = r->ops->finish (r, d, res, err);
+  return 0;
+}
+
+void
+nsbox_launch_describe (const struct nsbox_launch *r, struct nsbox_result *res)
+{
   for (int i = 0; i < NSBOX_LIMIT_COUNT_; i++)
     res->limits[i] = r->limits.mech[i];
   res->runtime = nsbox_launch_runtime (r);
   memcpy (res->policy_sha256, r->policy_sha256, sizeof res->policy_sha256);
   memcpy (res->image_digest, r->image_digest, sizeof res->image_digest);
+}
+
+int
+nsbox_launch_finish (struct nsbox_launch *r, const struct nsbox_dispatch *d,
+                     struct nsbox_result *res, struct nsbox_error **err)
+{
+  int ret = nsbox_launch_owned (r, err);
+  if (ret < 0)
+    return ret;
+  ret = r->ops->finish (r, d, res, err);
+  nsbox_launch_describe (r, res);
   return ret;
 }
 
