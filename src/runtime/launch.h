@@ -82,6 +82,9 @@ enum nsbox_launch_state nsbox_launch_probe (struct nsbox_launch *launch) NSBOX_I
 /* CPU time the sandbox's processes used so far, in microseconds (cgroup
  * accounting, or the process tree in /proc), or UINT64_MAX when unknown. */
 uint64_t nsbox_launch_cpu_usec (struct nsbox_launch *launch) NSBOX_INTERNAL;
+/* The memory the sandbox's processes hold now, in bytes: the sum of
+ * their proportional set sizes, from /proc (UINT64_MAX when unknown). */
+uint64_t nsbox_launch_memory_bytes (struct nsbox_launch *launch) NSBOX_INTERNAL;
 
 /* The runtime a sandbox of `config` uses: auto resolved. */
 enum nsbox_runtime nsbox_launch_resolve_runtime (const nsbox_config *config) NSBOX_INTERNAL;

@@ -541,6 +541,12 @@ nsbox_launch_cpu_usec (struct nsbox_launch *r)
   return nsbox_tree_cpu_usec (r->child.pid);
 }
 
+uint64_t
+nsbox_launch_memory_bytes (struct nsbox_launch *r)
+{
+  return nsbox_tree_pss_bytes (r->child.pid);
+}
+
 enum nsbox_launch_state
 nsbox_launch_probe (struct nsbox_launch *r)
 {

@@ -160,26 +160,25 @@ read_children (const char *path, pid_t *stack, size_t n, size_t max)
   return n;
 }
 
-/* The CPU time of the process tree under pid, from /proc (UINT64_MAX when
- * it cannot be read): the children of every thread, walked with a stack on
- * the heap (the tree is the sandbox's, as deep as it likes), at most
- * TREE_MAX processes. */
-uint64_t
-nsbox_tree_cpu_usec (pid_t pid)
+/* The sum of each(p) over the process tree under pid, from /proc
+ * (UINT64_MAX when it cannot be read): the children of every thread,
+ * walked with a stack on the heap (the tree is the sandbox's, as deep as it
+ * likes), at most TREE_MAX processes. */
+static uint64_t
+tree_sum (pid_t pid, uint64_t (*each) (pid_t pid))
 {
-  long hz = sysconf (_SC_CLK_TCK);
-  if (pid <= 0 || hz <= 0)
+  if (pid <= 0)
     return UINT64_MAX;
   cleanup_free pid_t *stack = malloc (TREE_MAX * sizeof *stack);
   if (!stack)
     return UINT64_MAX;
   size_t n = 0, seen = 0;
-  uint64_t usec = 0;
+  uint64_t sum = 0;
   stack[n++] = pid;
   while (n > 0 && seen++ < TREE_MAX)
     {
       pid_t p = stack[--n];
-      usec += process_cpu_usec (p, true);
+      sum += each (p);
       char path[64];
       snprintf (path, sizeof path, "/proc/%d/task", (int)p);
       cleanup_close int dir = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -205,7 +204,41 @@ nsbox_tree_cpu_usec (pid_t pid)
             n = read_children (cpath, stack, n, TREE_MAX);
           }
     }
-  return usec;
+  return sum;
+}
+
+static uint64_t
+reaped_cpu_usec (pid_t pid)
+{
+  return process_cpu_usec (pid, true);
+}
+
+uint64_t
+nsbox_tree_cpu_usec (pid_t pid)
+{
+  return sysconf (_SC_CLK_TCK) > 0 ? tree_sum (pid, reaped_cpu_usec) : UINT64_MAX;
+}
+
+/* A process's proportional set size: its private pages and its share of
+ * the pages it shares (with the launcher whose clone init is, too). */
+static uint64_t
+process_pss_bytes (pid_t pid)
+{
+  char path[64], buf[2048];
+  snprintf (path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : read (fd, buf, sizeof buf - 1);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  const char *pss = strstr (buf, "\nPss:");
+  return pss ? strtoull (pss + 5, NULL, 10) * 1024 : 0;
+}
+
+uint64_t
+nsbox_tree_pss_bytes (pid_t pid)
+{
+  return tree_sum (pid, process_pss_bytes);
 }
 
 /* Without a cgroup to count it, the CPU time of processes reaped with the

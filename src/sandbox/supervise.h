@@ -69,5 +69,8 @@ void nsbox_sigpipe_restore (const struct nsbox_sigpipe_guard *guard) NSBOX_INTER
 /* The CPU time of the process tree under pid (every thread's children),
  * from /proc; UINT64_MAX when it cannot be read. */
 uint64_t nsbox_tree_cpu_usec (pid_t pid) NSBOX_INTERNAL;
+/* The memory of the process tree under pid: the sum of its proportional
+ * set sizes, in bytes (UINT64_MAX when it cannot be read). */
+uint64_t nsbox_tree_pss_bytes (pid_t pid) NSBOX_INTERNAL;
 
 #endif

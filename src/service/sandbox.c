@@ -16,6 +16,7 @@
 #include "launch.h"
 #include "pool-private.h"
 #include "pool.h"
+#include "sandbox-private.h"
 #include "units.h"
 #include "util.h"
 
@@ -45,6 +46,7 @@ struct nsbox_sandbox
   pthread_t watcher;
   bool watching, closing;
   bool busy;        /* a run was asked for and is not over (watch_lock) */
+  bool ended;       /* its processes are being or were destroyed (watch_lock) */
   pid_t owner;      /* the process whose thread the watcher is */
   uint64_t last_ms; /* the end of the last run (watch_lock) */
 };
@@ -243,8 +245,11 @@ nsbox_sandbox_id (const nsbox_sandbox *s)
 static void
 sandbox_end (nsbox_sandbox *s, const char *why)
 {
+  pthread_mutex_lock (&s->watch_lock);
   if (!s->gone[0])
     snprintf (s->gone, sizeof s->gone, "%s", why);
+  s->ended = true;
+  pthread_mutex_unlock (&s->watch_lock);
   if (s->launch)
     {
       nsbox_launch_destroy (s->launch);
@@ -286,7 +291,9 @@ sandbox_turn (void *ctx, nsbox_result **out, struct nsbox_error **err)
   nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);
+  pthread_mutex_lock (&s->watch_lock);
   uint64_t run = ++s->runs;
+  pthread_mutex_unlock (&s->watch_lock);
   int r = nsbox_launch_turn (s->launch, run, t->d, res, err);
   memcpy (res->sandbox_id, s->id, sizeof res->sandbox_id);
   if (res->sandbox_lost)
@@ -361,6 +368,30 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
   pthread_mutex_unlock (&s->watch_lock);
   pthread_mutex_unlock (&s->lock);
   return r;
+}
+
+void
+nsbox_sandbox_get_state (nsbox_sandbox *s, struct nsbox_sandbox_state *st)
+{
+  memset (st, 0, sizeof *st);
+  uint64_t now = nsbox_now_ms ();
+  pthread_mutex_lock (&s->watch_lock);
+  st->runs = s->runs;
+  st->busy = s->busy;
+  st->gone = s->ended;
+  st->age_ms = now - s->opened_ms;
+  st->idle_ms = s->busy || now < s->last_ms ? 0 : now - s->last_ms;
+  uint64_t deadline = watch_deadline (s);
+  st->expires_in_ms = deadline == UINT64_MAX ? UINT64_MAX : deadline > now ? deadline - now : 0;
+  st->lifetime_left_ms = !s->options.max_lifetime_ms ? UINT64_MAX
+                         : st->age_ms < s->options.max_lifetime_ms
+                             ? s->options.max_lifetime_ms - st->age_ms
+                             : 0;
+  snprintf (st->why, sizeof st->why, "%s", s->gone[0] ? s->gone : "closed");
+  /* Its processes are not destroyed while this lock is held with ended
+   * false (sandbox_end): their pids are still theirs. */
+  st->memory_bytes = s->ended ? 0 : nsbox_launch_memory_bytes (s->launch);
+  pthread_mutex_unlock (&s->watch_lock);
 }
 
 void
