@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "fileio.h"
 #include "mhd.h"
 #include "serve_conn.h"
 #include "util.h"
@@ -213,11 +214,15 @@ activated (struct listener *l)
   return true;
 }
 
-/* The token file: not readable by others, one line, at least 16 bytes.
- * Returns a TOKEN_PAGE mapping (munmap it). */
-#define TOKEN_PAGE 512
+/* The token file: not readable by others; one token per line (at most
+ * NSBOX_SERVE_MAX_TOKENS, each at least 16 bytes, none twice; empty lines
+ * skipped), each a client of its own: a live sandbox opened with one is
+ * not another's. Kept NUL-separated in a TOKEN_PAGE mapping of its own
+ * (munmap it), found through tokens[]. */
+#define TOKEN_PAGE 4096
+_Static_assert(NSBOX_SERVE_MAX_TOKENS == 16, "the token file's error message says 16");
 static char *
-read_token (const char *path)
+read_tokens (const char *path, const char **tokens, size_t *n_tokens)
 {
   cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   struct stat st;
@@ -232,39 +237,58 @@ read_token (const char *path)
             (unsigned)(st.st_mode & 07777));
       return NULL;
     }
-  char buf[TOKEN_PAGE];
-  ssize_t n = read (fd, buf, sizeof buf - 1);
-  if (n < 0)
+  if (st.st_size >= TOKEN_PAGE)
     {
-      fail ("read token file '%s': %s", path, strerror (errno));
-      return NULL;
-    }
-  buf[n] = '\0';
-  buf[strcspn (buf, "\r\n")] = '\0';
-  if (strlen (buf) < 16)
-    {
-      explicit_bzero (buf, sizeof buf);
-      fail ("token file '%s': the token must be at least 16 characters", path);
+      fail ("token file '%s': larger than %d bytes", path, TOKEN_PAGE - 1);
       return NULL;
     }
   /* A page of its own that no clone of this process inherits: pooled
    * sandboxes' inits are clones of the server. */
-  char *token = mmap (NULL, sizeof buf, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (token == MAP_FAILED || madvise (token, sizeof buf, MADV_WIPEONFORK) < 0)
+  char *page = mmap (NULL, TOKEN_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED || madvise (page, TOKEN_PAGE, MADV_WIPEONFORK) < 0)
     {
-      explicit_bzero (buf, sizeof buf);
       fail ("token: %s", strerror (errno));
-      if (token != MAP_FAILED)
-        munmap (token, sizeof buf);
+      if (page != MAP_FAILED)
+        munmap (page, TOKEN_PAGE);
       return NULL;
     }
-  memcpy (token, buf, sizeof buf);
-  explicit_bzero (buf, sizeof buf);
-  return token;
+  ssize_t got = nsbox_read_full (fd, page, TOKEN_PAGE - 1);
+  const char *why = got < 0 ? strerror (errno) : NULL;
+  size_t n = 0;
+  for (char *line = page, *end; !why && got >= 0 && *line; line = end)
+    {
+      end = line + strcspn (line, "\r\n");
+      bool last = *end == '\0';
+      *end = '\0';
+      if (!last)
+        end++;
+      if (!*line)
+        continue;
+      if (strlen (line) < 16)
+        why = "a token must be at least 16 characters";
+      else if (n == NSBOX_SERVE_MAX_TOKENS)
+        why = "too many tokens (at most 16)";
+      for (size_t i = 0; !why && i < n; i++)
+        if (strcmp (tokens[i], line) == 0)
+          why = "a token is given twice";
+      if (!why)
+        tokens[n++] = line;
+    }
+  if (!why && n == 0)
+    why = "no token in it";
+  if (why)
+    {
+      explicit_bzero (page, TOKEN_PAGE);
+      munmap (page, TOKEN_PAGE);
+      fail ("token file '%s': %s", path, why);
+      return NULL;
+    }
+  *n_tokens = n;
+  return page;
 }
 
 static int
-open_listener (const struct nsbox_serve_options *o, struct listener *l, char **token)
+open_listener (const struct nsbox_serve_options *o, struct listener *l, struct nsbox_server *s)
 {
   *l = (struct listener){ .fd = -1 };
   if (!activated (l))
@@ -275,8 +299,8 @@ open_listener (const struct nsbox_serve_options *o, struct listener *l, char **t
             return fail ("--listen %s needs --token-file: a TCP listener is refused without a "
                          "bearer token",
                          o->listen);
-          *token = read_token (o->token_file);
-          if (!*token)
+          s->token_page = read_tokens (o->token_file, s->tokens, &s->n_tokens);
+          if (!s->token_page)
             return -1;
           return listen_tcp (o->listen + 4, l);
         }
@@ -285,13 +309,13 @@ open_listener (const struct nsbox_serve_options *o, struct listener *l, char **t
       cleanup_free char *path = o->listen ? strdup (o->listen + 5) : default_socket_path ();
       if (!path)
         return fail ("out of memory");
-      if (o->token_file && !(*token = read_token (o->token_file)))
+      if (o->token_file && !(s->token_page = read_tokens (o->token_file, s->tokens, &s->n_tokens)))
         return -1;
       return listen_unix (path, l);
     }
   if (l->tcp && !o->token_file)
     return fail ("the TCP socket systemd passed needs --token-file");
-  if (o->token_file && !(*token = read_token (o->token_file)))
+  if (o->token_file && !(s->token_page = read_tokens (o->token_file, s->tokens, &s->n_tokens)))
     return -1;
   return 0;
 }
@@ -367,7 +391,7 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
   struct listener l;
   int status = 125;
   struct MHD_Daemon *daemon = NULL;
-  if (open_listener (o, &l, &s.token) < 0)
+  if (open_listener (o, &l, &s) < 0)
     goto out;
   for (size_t i = 0; i < s.n_profiles; i++)
     {
@@ -456,8 +480,11 @@ out:
   if (l.unix_path)
     unlink (l.unix_path);
   free (l.unix_path);
-  if (s.token)
-    munmap (s.token, TOKEN_PAGE);
+  if (s.token_page)
+    {
+      explicit_bzero (s.token_page, TOKEN_PAGE);
+      munmap (s.token_page, TOKEN_PAGE);
+    }
   free_profiles (s.profiles, s.n_profiles);
   pthread_cond_destroy (&s.idle);
   pthread_cond_destroy (&s.slot_free);

@@ -38,13 +38,6 @@
 #include "serve_conn.h"
 #include "util.h"
 
-/* Upper bounds of the latency histogram's buckets, in seconds. */
-static const double bucket_bounds[NSBOX_SERVE_BUCKETS]
-    = { 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
-
-static const char *const outcome_names[NSBOX_OUTCOME_COUNT_]
-    = { "ok", "nonzero", "timeout", "oom", "error", "cancelled", "refused" };
-
 struct request
 {
   char *body;
@@ -77,128 +70,7 @@ wipe_body (struct request *req)
   req->len = req->alloc = 0;
 }
 
-/* ---- responses ---- */
-
-static enum MHD_Result
-respond_allowing (struct MHD_Connection *c, unsigned status, const char *type, const char *body,
-                  size_t len, uint64_t retry_after_s, const char *allow)
-{
-  struct MHD_Response *r
-      = nsbox_mhd.create_response_from_buffer (len, (void *)body, MHD_RESPMEM_MUST_COPY);
-  if (!r)
-    return MHD_NO;
-  nsbox_mhd.add_response_header (r, "Content-Type", type);
-  char retry[24];
-  snprintf (retry, sizeof retry, "%" PRIu64, retry_after_s);
-  if (retry_after_s)
-    nsbox_mhd.add_response_header (r, "Retry-After", retry);
-  if (status == 401)
-    nsbox_mhd.add_response_header (r, "WWW-Authenticate", "Bearer");
-  if (allow)
-    nsbox_mhd.add_response_header (r, "Allow", allow);
-  enum MHD_Result ret = nsbox_mhd.queue_response (c, status, r);
-  nsbox_mhd.destroy_response (r);
-  return ret;
-}
-
-static enum MHD_Result
-respond (struct MHD_Connection *c, unsigned status, const char *type, const char *body, size_t len,
-         uint64_t retry_after_s)
-{
-  return respond_allowing (c, status, type, body, len, retry_after_s, NULL);
-}
-
-static enum MHD_Result
-respond_message (struct MHD_Connection *c, unsigned status, const char *msg, const char *allow)
-{
-  json_t *o = json_pack ("{s:s}", "error", msg ? msg : "out of memory");
-  cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
-  json_decref (o);
-  if (!text)
-    return MHD_NO;
-  return respond_allowing (c, status, "application/json", text, strlen (text),
-                           status == 503 ? 1 : 0, allow);
-}
-
-static enum MHD_Result __attribute__ ((format (printf, 3, 4)))
-respond_error (struct MHD_Connection *c, unsigned status, const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  cleanup_free char *msg = vxasprintf (fmt, ap);
-  va_end (ap);
-  return respond_message (c, status, msg, NULL);
-}
-
-static void
-count (struct nsbox_server *s, uint64_t *counter)
-{
-  pthread_mutex_lock (&s->lock);
-  (*counter)++;
-  pthread_mutex_unlock (&s->lock);
-}
-
-/* ---- authorization ---- */
-
-/* Compares every byte whatever the first difference: the time taken says
- * nothing about how much of a guess was right. */
-static bool
-same_secret (const char *a, const char *b, size_t n)
-{
-  volatile unsigned char diff = 0;
-  for (size_t i = 0; i < n; i++)
-    diff |= (unsigned char)a[i] ^ (unsigned char)b[i];
-  return diff == 0;
-}
-
-static bool
-authorized (struct nsbox_server *s, struct MHD_Connection *c)
-{
-  if (!s->token)
-    return true;
-  const char *h = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Authorization");
-  if (!h || strncasecmp (h, "Bearer ", 7) != 0)
-    return false;
-  const char *given = h + 7;
-  size_t n = strlen (s->token);
-  /* Constant time in the token's content; the length is not a secret. */
-  return strlen (given) == n && same_secret (given, s->token, n);
-}
-
 /* ---- admission ---- */
-
-/* 0: a slot is ours; -1: busy; -2: draining. */
-static int
-admit (struct nsbox_server *s)
-{
-  pthread_mutex_lock (&s->lock);
-  int r = 0;
-  if (s->draining)
-    r = -2;
-  else if (s->running < s->max_concurrent)
-    s->running++;
-  else if (s->queued < s->max_queue)
-    {
-      s->queued++;
-      while (s->running >= s->max_concurrent && !s->draining)
-        pthread_cond_wait (&s->slot_free, &s->lock);
-      s->queued--;
-      if (s->draining)
-        r = -2;
-      else
-        s->running++;
-      if (r < 0 && s->running == 0 && s->queued == 0)
-        pthread_cond_broadcast (&s->idle);
-    }
-  else
-    r = -1;
-  if (r == -1)
-    s->rejected_busy++;
-  else if (r == -2)
-    s->rejected_draining++;
-  pthread_mutex_unlock (&s->lock);
-  return r;
-}
 
 /* The run slot is given back when the run is over, before its answer is
  * sent: a client that reads slowly holds no slot. The answer is counted in
@@ -245,25 +117,6 @@ end_upload (struct nsbox_server *s, struct request *req)
   pthread_mutex_lock (&s->lock);
   s->uploading--;
   req->uploading = false;
-  pthread_mutex_unlock (&s->lock);
-}
-
-static void
-record (struct nsbox_server *s, size_t profile, enum nsbox_serve_outcome outcome, bool warm,
-        double seconds)
-{
-  pthread_mutex_lock (&s->lock);
-  s->runs[profile][outcome][warm ? 1 : 0]++;
-  for (int i = 0; i < NSBOX_SERVE_BUCKETS; i++)
-    if (seconds <= bucket_bounds[i])
-      {
-        s->latency_buckets[i]++;
-        break;
-      }
-  if (seconds > bucket_bounds[NSBOX_SERVE_BUCKETS - 1])
-    s->latency_buckets[NSBOX_SERVE_BUCKETS]++;
-  s->latency_sum += seconds;
-  s->latency_count++;
   pthread_mutex_unlock (&s->lock);
 }
 
@@ -379,63 +232,15 @@ parse_run (struct nsbox_server *s, const struct request *req, struct run_request
   return 0;
 }
 
-static enum nsbox_serve_outcome
-outcome_of (const nsbox_result *res)
-{
-  if (nsbox_result_quota_refusal (res))
-    return NSBOX_OUTCOME_REFUSED;
-  if (nsbox_result_timed_out (res))
-    return NSBOX_OUTCOME_TIMEOUT;
-  if (nsbox_result_oom_killed (res))
-    return NSBOX_OUTCOME_OOM;
-  return nsbox_result_exit_code (res) == 0 ? NSBOX_OUTCOME_OK : NSBOX_OUTCOME_NONZERO;
-}
-
-/* Who sent a run, for the audit log: the peer's uid on the unix socket,
- * its address on TCP. */
-static void
-describe_client (const struct nsbox_server *s, int fd, char *out, size_t size)
-{
-  snprintf (out, size, "serve");
-  if (fd < 0)
-    return;
-  if (!s->tcp)
-    {
-      struct ucred cred;
-      socklen_t len = sizeof cred;
-      if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-        snprintf (out, size, "serve unix uid %u pid %d", (unsigned)cred.uid, (int)cred.pid);
-      return;
-    }
-  struct sockaddr_storage peer;
-  socklen_t len = sizeof peer;
-  char host[64] = "?";
-  unsigned port = 0;
-  if (getpeername (fd, (struct sockaddr *)&peer, &len) == 0)
-    {
-      if (peer.ss_family == AF_INET)
-        {
-          inet_ntop (AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, host, sizeof host);
-          port = ntohs (((struct sockaddr_in *)&peer)->sin_port);
-        }
-      else if (peer.ss_family == AF_INET6)
-        {
-          inet_ntop (AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, host, sizeof host);
-          port = ntohs (((struct sockaddr_in6 *)&peer)->sin6_port);
-        }
-    }
-  snprintf (out, size, "serve tcp %s port %u", host, port);
-}
-
 static enum MHD_Result
 handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req)
 {
   end_upload (s, req);
   if (req->too_large)
     {
-      count (s, &s->bad_requests);
-      return respond_error (c, 413, "the request body exceeds %" PRIu64 " bytes",
-                            s->max_request_bytes);
+      nsbox_serve_count (s, &s->bad_requests);
+      return nsbox_serve_respond_error (c, 413, "the request body exceeds %" PRIu64 " bytes",
+                                        s->max_request_bytes);
     }
   struct run_request rr = { 0 };
   char msg[512];
@@ -444,8 +249,8 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
     {
       json_decref (root);
       nsbox_run_options_free (rr.options);
-      count (s, &s->bad_requests);
-      return respond_error (c, 400, "%s", msg);
+      nsbox_serve_count (s, &s->bad_requests);
+      return nsbox_serve_respond_error (c, 400, "%s", msg);
     }
   /* The session: the body's "session", else the X-Nsbox-Session header. */
   const char *session = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "X-Nsbox-Session");
@@ -455,25 +260,26 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
     {
       json_decref (root);
       nsbox_run_options_free (rr.options);
-      count (s, &s->bad_requests);
-      enum MHD_Result bad
-          = respond_error (c, 400, "header X-Nsbox-Session: %s", nsbox_error_message (session_err));
+      nsbox_serve_count (s, &s->bad_requests);
+      enum MHD_Result bad = nsbox_serve_respond_error (c, 400, "header X-Nsbox-Session: %s",
+                                                       nsbox_error_message (session_err));
       nsbox_error_free (session_err);
       return bad;
     }
-  int a = admit (s);
+  int a = nsbox_serve_admit (s);
   if (a < 0)
     {
       json_decref (root);
       nsbox_run_options_free (rr.options);
-      return respond_error (c, 503, a == -2 ? "the server is draining" : "the server is busy");
+      return nsbox_serve_respond_error (c, 503,
+                                        a == -2 ? "the server is draining" : "the server is busy");
     }
   const union MHD_ConnectionInfo *info
       = nsbox_mhd.get_connection_info (c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (info)
     nsbox_run_options_set_cancel_fd (rr.options, info->connect_fd, s->tcp);
   char client[96], scope[32] = "";
-  describe_client (s, info ? info->connect_fd : -1, client, sizeof client);
+  nsbox_serve_describe_client (s, info ? info->connect_fd : -1, client, sizeof client);
   /* On the unix socket each uid's sessions are its own. */
   struct ucred cred;
   socklen_t cred_len = sizeof cred;
@@ -487,7 +293,7 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
       json_decref (root);
       nsbox_run_options_free (rr.options);
       release (s, req);
-      return respond_error (c, 500, "out of memory");
+      return nsbox_serve_respond_error (c, 500, "out of memory");
     }
   nsbox_result *res = NULL;
   bool warm = false;
@@ -500,160 +306,27 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
   cleanup_free char *json = r >= 0 ? nsbox_result_to_json (res, &err) : NULL;
   enum nsbox_serve_outcome outcome = NSBOX_OUTCOME_ERROR;
   if (json)
-    outcome = outcome_of (res);
+    outcome = nsbox_serve_outcome_of (res);
   else if (nsbox_error_errno (err) == ECANCELED)
     outcome = NSBOX_OUTCOME_CANCELLED;
-  record (s, rr.profile, outcome, warm, seconds);
+  nsbox_serve_record (s, rr.profile, outcome, warm, seconds);
   /* A refusal: 429, the result JSON as its body, Retry-After in whole
    * seconds rounded up. */
   uint64_t retry_s = (nsbox_result_retry_after_ms (res) + 999) / 1000;
   nsbox_result_free (res);
   enum MHD_Result ret;
   if (json && outcome == NSBOX_OUTCOME_REFUSED)
-    ret = respond (c, 429, "application/json", json, strlen (json), retry_s ? retry_s : 1);
+    ret = nsbox_serve_respond (c, 429, "application/json", json, strlen (json),
+                               retry_s ? retry_s : 1);
   else if (json)
-    ret = respond (c, 200, "application/json", json, strlen (json), 0);
+    ret = nsbox_serve_respond (c, 200, "application/json", json, strlen (json), 0);
   else if (outcome == NSBOX_OUTCOME_CANCELLED)
     ret = MHD_NO; /* nobody to answer */
   else
-    ret = respond_error (c, 500, "%s", err ? nsbox_error_message (err) : "unknown error");
+    ret = nsbox_serve_respond_error (c, 500, "%s",
+                                     err ? nsbox_error_message (err) : "unknown error");
   nsbox_error_free (err);
   return ret;
-}
-
-/* ---- GET /v1/health, GET /metrics ---- */
-
-static enum MHD_Result
-handle_health (struct nsbox_server *s, struct MHD_Connection *c)
-{
-  json_t *profiles = json_object ();
-  for (size_t i = 0; profiles && i < s->n_profiles; i++)
-    {
-      struct nsbox_pool_stats st;
-      nsbox_pool_get_stats (s->profiles[i].pool, &st);
-      json_object_set_new (profiles, s->profiles[i].name,
-                           json_pack ("{s:I,s:I,s:I}", "ready", (json_int_t)st.ready, "starting",
-                                      (json_int_t)st.starting, "size", (json_int_t)st.size));
-    }
-  pthread_mutex_lock (&s->lock);
-  bool draining = s->draining;
-  json_int_t running = (json_int_t)s->running, queued = (json_int_t)s->queued;
-  pthread_mutex_unlock (&s->lock);
-  json_t *o = json_pack ("{s:s,s:b,s:I,s:I,s:o}", "status", draining ? "draining" : "ok",
-                         "draining", draining, "running", running, "queued", queued, "profiles",
-                         profiles ? profiles : json_null ());
-  cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
-  json_decref (o);
-  if (!text)
-    return MHD_NO;
-  return respond (c, draining ? 503 : 200, "application/json", text, strlen (text),
-                  draining ? 1 : 0);
-}
-
-struct text
-{
-  char *buf;
-  size_t len;
-  bool failed;
-};
-
-static void __attribute__ ((format (printf, 2, 3))) add (struct text *t, const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  char *line = vxasprintf (fmt, ap);
-  va_end (ap);
-  size_t n = line ? strlen (line) : 0;
-  char *grown = line ? realloc (t->buf, t->len + n + 1) : NULL;
-  if (!grown)
-    {
-      t->failed = true;
-      free (line);
-      return;
-    }
-  memcpy (grown + t->len, line, n + 1);
-  t->buf = grown;
-  t->len += n;
-  free (line);
-}
-
-static enum MHD_Result
-handle_metrics (struct nsbox_server *s, struct MHD_Connection *c)
-{
-  struct text t = { 0 };
-  struct nsbox_pool_stats st[NSBOX_SERVE_MAX_PROFILES];
-  for (size_t i = 0; i < s->n_profiles; i++)
-    nsbox_pool_get_stats (s->profiles[i].pool, &st[i]);
-  struct nsbox_conns_stats cst;
-  nsbox_conns_get_stats (s->conns, &cst);
-  pthread_mutex_lock (&s->lock);
-  add (&t, "# HELP nsbox_runs_total Runs answered, by profile, outcome and how they were "
-           "served.\n# TYPE nsbox_runs_total counter\n");
-  for (size_t p = 0; p < s->n_profiles; p++)
-    for (int o = 0; o < NSBOX_OUTCOME_COUNT_; o++)
-      for (int w = 0; w < 2; w++)
-        add (&t, "nsbox_runs_total{profile=\"%s\",outcome=\"%s\",served=\"%s\"} %" PRIu64 "\n",
-             s->profiles[p].name, outcome_names[o], w ? "warm" : "cold", s->runs[p][o][w]);
-  add (&t,
-       "# HELP nsbox_rejected_total Requests refused, by reason.\n"
-       "# TYPE nsbox_rejected_total counter\n"
-       "nsbox_rejected_total{reason=\"busy\"} %" PRIu64 "\n"
-       "nsbox_rejected_total{reason=\"draining\"} %" PRIu64 "\n"
-       "nsbox_rejected_total{reason=\"bad_request\"} %" PRIu64 "\n"
-       "nsbox_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n"
-       "nsbox_rejected_total{reason=\"connections\"} %" PRIu64 "\n"
-       "nsbox_rejected_total{reason=\"peer_connections\"} %" PRIu64 "\n",
-       s->rejected_busy, s->rejected_draining, s->bad_requests + cst.answered, s->unauthorized,
-       cst.refused_total, cst.refused_peer);
-  add (&t,
-       "# HELP nsbox_connections_open Connections held, lingering ones too.\n"
-       "# TYPE nsbox_connections_open gauge\nnsbox_connections_open %" PRIu64 "\n"
-       "# HELP nsbox_slow_clients_total Connections shut for a phase past its timeout.\n"
-       "# TYPE nsbox_slow_clients_total counter\n"
-       "nsbox_slow_clients_total{phase=\"headers\"} %" PRIu64 "\n"
-       "nsbox_slow_clients_total{phase=\"body\"} %" PRIu64 "\n"
-       "nsbox_slow_clients_total{phase=\"idle\"} %" PRIu64 "\n",
-       cst.open, cst.cut_headers, cst.cut_body, cst.cut_idle);
-  add (&t,
-       "# HELP nsbox_runs_in_flight Runs in progress.\n# TYPE nsbox_runs_in_flight gauge\n"
-       "nsbox_runs_in_flight %" PRIu64 "\n"
-       "# HELP nsbox_queue_length Requests waiting for a run slot.\n"
-       "# TYPE nsbox_queue_length gauge\nnsbox_queue_length %" PRIu64 "\n",
-       s->running, s->queued);
-  add (&t, "# HELP nsbox_run_duration_seconds Request to result, for runs that were "
-           "admitted, from the request's headers to its result.\n"
-           "# TYPE nsbox_run_duration_seconds histogram\n");
-  uint64_t cumulative = 0;
-  for (int i = 0; i < NSBOX_SERVE_BUCKETS; i++)
-    {
-      cumulative += s->latency_buckets[i];
-      add (&t, "nsbox_run_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", bucket_bounds[i],
-           cumulative);
-    }
-  cumulative += s->latency_buckets[NSBOX_SERVE_BUCKETS];
-  add (&t,
-       "nsbox_run_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
-       "nsbox_run_duration_seconds_sum %.6f\nnsbox_run_duration_seconds_count %" PRIu64 "\n",
-       cumulative, s->latency_sum, s->latency_count);
-  pthread_mutex_unlock (&s->lock);
-  add (&t, "# HELP nsbox_pool_ready Sandboxes started and waiting for a run.\n"
-           "# TYPE nsbox_pool_ready gauge\n");
-  for (size_t p = 0; p < s->n_profiles; p++)
-    add (&t, "nsbox_pool_ready{profile=\"%s\"} %zu\n", s->profiles[p].name, st[p].ready);
-  add (&t, "# HELP nsbox_pool_size Sandboxes each pool keeps started.\n"
-           "# TYPE nsbox_pool_size gauge\n");
-  for (size_t p = 0; p < s->n_profiles; p++)
-    add (&t, "nsbox_pool_size{profile=\"%s\"} %zu\n", s->profiles[p].name, st[p].size);
-  add (&t, "# HELP nsbox_pool_discarded_total Pooled sandboxes destroyed without a run.\n"
-           "# TYPE nsbox_pool_discarded_total counter\n");
-  for (size_t p = 0; p < s->n_profiles; p++)
-    add (&t, "nsbox_pool_discarded_total{profile=\"%s\"} %" PRIu64 "\n", s->profiles[p].name,
-         st[p].discarded);
-  enum MHD_Result r = t.failed ? MHD_NO
-                               : respond (c, 200, "text/plain; version=0.0.4; charset=utf-8",
-                                          t.buf ? t.buf : "", t.len, 0);
-  free (t.buf);
-  return r;
 }
 
 /* ---- the access handler ---- */
@@ -770,14 +443,15 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
   char *why = req->refusal_message;
   size_t size = sizeof req->refusal_message;
   enum route route = ROUTE_HEALTH;
+  size_t token;
   unsigned status = check_framing (&scan, te, why, size);
   /* Framing that cannot be trusted: the body's end is unknown. */
   bool at_once = status != 0;
-  if (!status && !authorized (s, c))
+  if (!status && !nsbox_serve_authorized (s, c, &token))
     {
       status = 401;
       snprintf (why, size, "missing or wrong bearer token");
-      count (s, &s->unauthorized);
+      nsbox_serve_count (s, &s->unauthorized);
     }
   else if (!status && length > s->max_request_bytes)
     {
@@ -799,9 +473,9 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
   if (!status)
     return MHD_YES;
   if (status != 401 && status != 503)
-    count (s, &s->bad_requests);
+    nsbox_serve_count (s, &s->bad_requests);
   if (at_once || te || length > DRAIN_BYTES || (expect && strcasecmp (expect, "100-continue") == 0))
-    return respond_message (c, status, why, req->allow);
+    return nsbox_serve_respond_message (c, status, why, req->allow);
   req->refusal = status;
   return MHD_YES;
 }
@@ -866,7 +540,7 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
     }
   nsbox_conns_body_in (s->conns, c);
   if (req->refusal)
-    return respond_message (c, req->refusal, req->refusal_message, req->allow);
+    return nsbox_serve_respond_message (c, req->refusal, req->refusal_message, req->allow);
   enum route route = ROUTE_HEALTH;
   const char *allow = NULL;
   char why[256];
@@ -876,9 +550,9 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
     case ROUTE_RUNS:
       return handle_run (s, c, req);
     case ROUTE_HEALTH:
-      return handle_health (s, c);
+      return nsbox_serve_health (s, c);
     case ROUTE_METRICS:
-      return handle_metrics (s, c);
+      return nsbox_serve_metrics (s, c);
     }
   return MHD_NO;
 }

@@ -15,6 +15,8 @@
 #include "util.h"
 
 #define NSBOX_SERVE_MAX_PROFILES 16
+/* Bearer tokens of a token file: each a client of its own. */
+#define NSBOX_SERVE_MAX_TOKENS 16
 /* libmicrohttpd's memory for one connection (MHD_OPTION_CONNECTION_MEMORY_LIMIT):
  * it holds a request's line and headers, which get its own 431 (or 414)
  * past it. */
@@ -51,7 +53,9 @@ struct nsbox_server
 {
   struct nsbox_serve_profile profiles[NSBOX_SERVE_MAX_PROFILES];
   size_t n_profiles;
-  char *token; /* TCP only: the bearer token, else NULL */
+  char *token_page; /* TCP only: the bearer tokens' page, else NULL */
+  const char *tokens[NSBOX_SERVE_MAX_TOKENS];
+  size_t n_tokens;
   uint64_t max_concurrent, max_queue, max_request_bytes;
   pthread_mutex_t lock;
   pthread_cond_t slot_free; /* a run ended, or draining began */
@@ -69,6 +73,40 @@ struct nsbox_server
   double latency_sum;
   uint64_t latency_count;
 };
+
+/* serve_common.c: answers (a JSON {"error": ...} for the message ones;
+ * Retry-After when retry_after_s is not 0), counting under the lock, the
+ * bearer token (*token: its place in the token file, SIZE_MAX when the
+ * server has none), the owner of a live sandbox ("uid N", "token N" or
+ * both; -1 when it cannot be told), admission (0: a run slot is the
+ * caller's, to give back under the lock; -1: busy; -2: draining), and the
+ * audit log's description of a client. */
+enum MHD_Result nsbox_serve_respond (struct MHD_Connection *c, unsigned status, const char *type,
+                                     const char *body, size_t len,
+                                     uint64_t retry_after_s) NSBOX_INTERNAL;
+enum MHD_Result nsbox_serve_respond_message (struct MHD_Connection *c, unsigned status,
+                                             const char *msg, const char *allow) NSBOX_INTERNAL;
+enum MHD_Result nsbox_serve_respond_error (struct MHD_Connection *c, unsigned status,
+                                           const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4))) NSBOX_INTERNAL;
+void nsbox_serve_count (struct nsbox_server *s, uint64_t *counter) NSBOX_INTERNAL;
+bool nsbox_serve_authorized (struct nsbox_server *s, struct MHD_Connection *c,
+                             size_t *token) NSBOX_INTERNAL;
+int nsbox_serve_owner (struct nsbox_server *s, struct MHD_Connection *c, char *out,
+                       size_t size) NSBOX_INTERNAL;
+int nsbox_serve_admit (struct nsbox_server *s) NSBOX_INTERNAL;
+void nsbox_serve_describe_client (const struct nsbox_server *s, int fd, char *out,
+                                  size_t size) NSBOX_INTERNAL;
+
+/* serve_stats.c: a run's outcome and latency for /metrics, and the
+ * answers of GET /v1/health and GET /metrics. */
+enum nsbox_serve_outcome nsbox_serve_outcome_of (const nsbox_result *res) NSBOX_INTERNAL;
+void nsbox_serve_record (struct nsbox_server *s, size_t profile, enum nsbox_serve_outcome outcome,
+                         bool warm, double seconds) NSBOX_INTERNAL;
+enum MHD_Result nsbox_serve_health (struct nsbox_server *s,
+                                    struct MHD_Connection *c) NSBOX_INTERNAL;
+enum MHD_Result nsbox_serve_metrics (struct nsbox_server *s,
+                                     struct MHD_Connection *c) NSBOX_INTERNAL;
 
 /* serve_api.c: the access handler (its cls is the struct nsbox_server) and
  * the completion callback that frees a request's state. */
