@@ -21,8 +21,9 @@ struct nsbox_sandbox_state
   char why[160];
 };
 
-/* Never blocks on a run in progress: a moment's lock only, and /proc. */
-void nsbox_sandbox_get_state (nsbox_sandbox *sandbox,
-                              struct nsbox_sandbox_state *state) NSBOX_INTERNAL;
+/* Never blocks on a run in progress: a moment's lock only, and (with
+ * memory, else memory_bytes is 0) a read of /proc per process. */
+void nsbox_sandbox_get_state (nsbox_sandbox *sandbox, struct nsbox_sandbox_state *state,
+                              bool memory) NSBOX_INTERNAL;
 
 #endif

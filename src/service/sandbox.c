@@ -45,8 +45,11 @@ struct nsbox_sandbox
   pthread_cond_t watch_wake;
   pthread_t watcher;
   bool watching, closing;
-  bool busy;        /* a run was asked for and is not over (watch_lock) */
-  bool ended;       /* its processes are being or were destroyed (watch_lock) */
+  bool busy;    /* a run was asked for and is not over (watch_lock) */
+  bool ended;   /* its processes are being or were destroyed (watch_lock) */
+  bool started; /* the watcher started it, or failed to (watch_lock) */
+  int start_status;
+  struct nsbox_error *start_err;
   pid_t owner;      /* the process whose thread the watcher is */
   uint64_t last_ms; /* the end of the last run (watch_lock) */
 };
@@ -151,12 +154,25 @@ watch_sleep (nsbox_sandbox *s, uint64_t until)
  * shortly after (the run's end moves the idle deadline anyway). */
 #define WATCH_RETRY_MS 100
 
+/* The watcher starts the sandbox too: its init's parent-death signal
+ * follows the thread that created it, so a sandbox opened from a
+ * short-lived thread (a server's connection) must not be that thread's. It
+ * lives as long as the sandbox, and its end kills what is left. */
 static void *
 watch (void *arg)
 {
   nsbox_sandbox *s = arg;
+  struct nsbox_launch *launch = NULL;
+  struct nsbox_error *err = NULL;
+  int r = nsbox_launch_start_live (nsbox_pool_config (s->pool), &launch, &err);
   pthread_mutex_lock (&s->watch_lock);
-  while (!s->closing)
+  s->launch = launch;
+  s->start_status = r;
+  s->start_err = err;
+  s->started = true;
+  s->opened_ms = s->last_ms = nsbox_now_ms ();
+  pthread_cond_broadcast (&s->watch_wake);
+  while (r >= 0 && !s->closing)
     {
       uint64_t deadline = watch_deadline (s), now = nsbox_now_ms ();
       if (now < deadline)
@@ -208,20 +224,16 @@ nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbo
     }
   int r = nsbox_random_id (s->id);
   if (r < 0)
-    nsbox_error_sys (err, -r, "choose the sandbox's id");
-  if (r >= 0)
-    r = nsbox_launch_start_live (c, &s->launch, err);
-  if (r < 0)
     {
       free (s->options.session);
       free (s);
-      return r;
+      return nsbox_error_sys (err, -r, "choose the sandbox's id");
     }
   pthread_mutex_init (&s->lock, NULL);
   pthread_mutex_init (&s->watch_lock, NULL);
   nsbox_cond_init_monotonic (&s->watch_wake);
   s->pool = pool;
-  s->opened_ms = s->last_ms = nsbox_now_ms ();
+  s->owner = getpid ();
   /* Without its watcher a sandbox would outlive its timeouts: none, no
    * sandbox. */
   if ((r = pthread_create (&s->watcher, NULL, watch, s)) != 0)
@@ -230,7 +242,18 @@ nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbo
       return nsbox_error_sys (err, r, "start the sandbox's watcher thread");
     }
   s->watching = true;
-  s->owner = getpid ();
+  pthread_mutex_lock (&s->watch_lock);
+  while (!s->started)
+    pthread_cond_wait (&s->watch_wake, &s->watch_lock);
+  r = s->start_status;
+  pthread_mutex_unlock (&s->watch_lock);
+  if (r < 0)
+    {
+      if (err)
+        *err = TAKE_PTR (s->start_err);
+      nsbox_sandbox_close (s);
+      return r;
+    }
   *out = s;
   return 0;
 }
@@ -371,7 +394,7 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
 }
 
 void
-nsbox_sandbox_get_state (nsbox_sandbox *s, struct nsbox_sandbox_state *st)
+nsbox_sandbox_get_state (nsbox_sandbox *s, struct nsbox_sandbox_state *st, bool memory)
 {
   memset (st, 0, sizeof *st);
   uint64_t now = nsbox_now_ms ();
@@ -390,7 +413,7 @@ nsbox_sandbox_get_state (nsbox_sandbox *s, struct nsbox_sandbox_state *st)
   snprintf (st->why, sizeof st->why, "%s", s->gone[0] ? s->gone : "closed");
   /* Its processes are not destroyed while this lock is held with ended
    * false (sandbox_end): their pids are still theirs. */
-  st->memory_bytes = s->ended ? 0 : nsbox_launch_memory_bytes (s->launch);
+  st->memory_bytes = s->ended || !memory ? 0 : nsbox_launch_memory_bytes (s->launch);
   pthread_mutex_unlock (&s->watch_lock);
 }
 
@@ -413,6 +436,7 @@ nsbox_sandbox_close (nsbox_sandbox *s)
   pthread_mutex_destroy (&s->lock);
   pthread_mutex_destroy (&s->watch_lock);
   pthread_cond_destroy (&s->watch_wake);
+  nsbox_error_free (s->start_err);
   free (s->options.session);
   free (s);
 }
