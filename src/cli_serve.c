@@ -33,6 +33,7 @@ static const struct option serve_options[] = {
   { "header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT },
   { "body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT },
   { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
+  { "max-sandboxes", required_argument, NULL, OPT_MAX_SANDBOXES },
 };
 static const struct option mcp_options[] = {
   { "max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT },
@@ -172,13 +173,18 @@ serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
   o->token_file = cli_extra (cli, OPT_TOKEN_FILE);
   o->max_concurrent = ncpu > 0 ? (uint64_t)ncpu : 2;
   o->max_queue = 64;
+  o->max_sandboxes = 64;
   o->max_request_bytes = MAX_CODE_BYTES;
   if ((cli_extra (cli, OPT_MAX_CONCURRENT)
        && set_count ("max-concurrent", cli_extra (cli, OPT_MAX_CONCURRENT), 1, 4096,
                      &o->max_concurrent)
               != 0)
       || (cli_extra (cli, OPT_MAX_QUEUE)
-          && set_count ("max-queue", cli_extra (cli, OPT_MAX_QUEUE), 0, 65536, &o->max_queue) != 0))
+          && set_count ("max-queue", cli_extra (cli, OPT_MAX_QUEUE), 0, 65536, &o->max_queue) != 0)
+      || (cli_extra (cli, OPT_MAX_SANDBOXES)
+          && set_count ("max-sandboxes", cli_extra (cli, OPT_MAX_SANDBOXES), 0, 4096,
+                        &o->max_sandboxes)
+                 != 0))
     return EXIT_NSBOX_FAILED;
   if (cli_extra (cli, OPT_MAX_REQUEST_BYTES))
     {

@@ -404,6 +404,12 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
         }
     }
   s.tcp = l.tcp;
+  s.sandboxes = nsbox_serve_sandboxes_new (o->max_sandboxes);
+  if (!s.sandboxes)
+    {
+      fail ("out of memory");
+      goto out;
+    }
   if (raise_nofile (o->max_connections) < 0)
     goto out;
   struct nsbox_conns_options co = {
@@ -474,6 +480,8 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
 out:
   if (daemon)
     nsbox_mhd.stop_daemon (daemon);
+  /* No request is left: every live sandbox goes, before the pools. */
+  nsbox_serve_sandboxes_free (s.sandboxes);
   nsbox_conns_free (s.conns);
   if (l.fd >= 0)
     close (l.fd);

@@ -42,7 +42,8 @@ struct request
 {
   char *body;
   size_t len, alloc;
-  bool keep_body; /* a POST /v1/runs: its body is kept, any other is dropped */
+  bool keep_body;      /* a POST of a run or an open: its body is kept, any other is dropped */
+  char sandbox_id[33]; /* of a /v1/sandboxes/ID request */
   bool too_large;
   bool uploading;    /* a POST /v1/runs counted in s->uploading */
   bool answering;    /* its answer is being sent: counted in s->answering */
@@ -232,8 +233,10 @@ parse_run (struct nsbox_server *s, const struct request *req, struct run_request
   return 0;
 }
 
+/* A single run (held NULL) or a run in the live sandbox held. */
 static enum MHD_Result
-handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req)
+serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req,
+           struct nsbox_serve_sandbox *held)
 {
   end_upload (s, req);
   if (req->too_large)
@@ -245,7 +248,17 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
   struct run_request rr = { 0 };
   char msg[512];
   json_t *root = NULL;
-  if (parse_run (s, req, &rr, msg, sizeof msg, &root) < 0)
+  size_t profile = 0;
+  nsbox_sandbox *sandbox = held ? nsbox_serve_sandbox_of (held, &profile) : NULL;
+  rr.profile = profile;
+  int parsed = parse_run (s, req, &rr, msg, sizeof msg, &root);
+  if (parsed == 0 && rr.profile != profile)
+    {
+      snprintf (msg, sizeof msg, "the sandbox's profile is '%s', chosen when it was opened",
+                s->profiles[profile].name);
+      parsed = -1;
+    }
+  if (parsed < 0)
     {
       json_decref (root);
       nsbox_run_options_free (rr.options);
@@ -297,8 +310,9 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
     }
   nsbox_result *res = NULL;
   bool warm = false;
-  int r = nsbox_pool_run_served (s->profiles[rr.profile].pool, rr.code, rr.code_len, rr.options,
-                                 &res, &warm, &err);
+  int r = sandbox ? nsbox_sandbox_run (sandbox, rr.code, rr.code_len, rr.options, &res, &err)
+                  : nsbox_pool_run_served (s->profiles[rr.profile].pool, rr.code, rr.code_len,
+                                           rr.options, &res, &warm, &err);
   release (s, req);
   double seconds = nsbox_now_seconds () - req->start;
   json_decref (root);
@@ -322,10 +336,57 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
     ret = nsbox_serve_respond (c, 200, "application/json", json, strlen (json), 0);
   else if (outcome == NSBOX_OUTCOME_CANCELLED)
     ret = MHD_NO; /* nobody to answer */
+  else if (sandbox && (nsbox_error_errno (err) == EBUSY || nsbox_error_errno (err) == ESRCH))
+    ret = nsbox_serve_respond_error (c, nsbox_error_errno (err) == EBUSY ? 409 : 410, "%s",
+                                     nsbox_error_message (err));
   else
     ret = nsbox_serve_respond_error (c, 500, "%s",
                                      err ? nsbox_error_message (err) : "unknown error");
   nsbox_error_free (err);
+  return ret;
+}
+
+/* POST /v1/runs (sandbox_id NULL) and POST /v1/sandboxes/ID/runs. */
+static enum MHD_Result
+handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req,
+            const char *sandbox_id)
+{
+  if (!sandbox_id)
+    return serve_run (s, c, req, NULL);
+  char owner[48], why[256];
+  struct nsbox_serve_sandbox *held = NULL;
+  unsigned status
+      = nsbox_serve_owner (s, c, owner, sizeof owner) < 0
+            ? 500
+            : nsbox_serve_sandbox_hold (s->sandboxes, sandbox_id, owner, &held, why, sizeof why);
+  if (status)
+    {
+      end_upload (s, req);
+      return nsbox_serve_respond_message (
+          c, status, status == 500 ? "the client's identity cannot be told" : why, NULL);
+    }
+  enum MHD_Result ret = serve_run (s, c, req, held);
+  nsbox_serve_sandbox_put (s->sandboxes, held);
+  return ret;
+}
+
+/* POST /v1/sandboxes: opening one takes a run slot (it starts a sandbox). */
+static enum MHD_Result
+handle_open (struct nsbox_server *s, struct MHD_Connection *c, struct request *req)
+{
+  end_upload (s, req);
+  if (req->too_large)
+    {
+      nsbox_serve_count (s, &s->bad_requests);
+      return nsbox_serve_respond_error (c, 413, "the request body exceeds %" PRIu64 " bytes",
+                                        s->max_request_bytes);
+    }
+  int a = nsbox_serve_admit (s);
+  if (a < 0)
+    return nsbox_serve_respond_error (c, 503,
+                                      a == -2 ? "the server is draining" : "the server is busy");
+  enum MHD_Result ret = nsbox_serve_sandbox_open (s, c, req->body, req->len);
+  release (s, req);
   return ret;
 }
 
@@ -336,6 +397,9 @@ enum route
   ROUTE_RUNS,
   ROUTE_HEALTH,
   ROUTE_METRICS,
+  ROUTE_SANDBOXES,    /* POST /v1/sandboxes */
+  ROUTE_SANDBOX,      /* GET, DELETE /v1/sandboxes/ID */
+  ROUTE_SANDBOX_RUNS, /* POST /v1/sandboxes/ID/runs */
 };
 
 /* One walk over a request's headers and query: what its framing and its
@@ -386,12 +450,58 @@ check_framing (const struct header_scan *n, const char *te, char *why, size_t si
   return 400;
 }
 
-/* The endpoint: 0 and *route, or 404/405 with why (and *allow). */
+/* /v1/sandboxes/ID[/runs]: the ID (32 lowercase hex digits, else no
+ * sandbox's) into id; *runs for /runs. */
+static bool
+sandbox_url (const char *url, char id[33], bool *runs)
+{
+  const char *p = url + strlen ("/v1/sandboxes/");
+  size_t n = strspn (p, "0123456789abcdef");
+  if (n != 32 || (p[n] && strcmp (p + n, "/runs") != 0))
+    return false;
+  memcpy (id, p, 32);
+  id[32] = '\0';
+  *runs = p[n] != '\0';
+  return true;
+}
+
+static unsigned
+only (const char *method, const char *url, const char *methods, char *why, size_t size)
+{
+  snprintf (why, size, "%.32s %.160s: only %s is allowed", method, url, methods);
+  return 405;
+}
+
+/* The endpoint: 0 and *route (and the sandbox's id), or 404/405 with why
+ * (and *allow). */
 static unsigned
 route_of (const char *url, const char *method, enum route *route, const char **allow, char *why,
-          size_t size)
+          size_t size, char id[33])
 {
   bool get = strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0;
+  bool post = strcmp (method, "POST") == 0, runs = false;
+  if (strcmp (url, "/v1/sandboxes") == 0)
+    {
+      *route = ROUTE_SANDBOXES;
+      *allow = "POST";
+      return post ? 0 : only (method, url, "POST", why, size);
+    }
+  if (strncmp (url, "/v1/sandboxes/", strlen ("/v1/sandboxes/")) == 0
+      && sandbox_url (url, id, &runs))
+    {
+      *route = runs ? ROUTE_SANDBOX_RUNS : ROUTE_SANDBOX;
+      *allow = runs ? "POST" : "GET, HEAD, DELETE";
+      if (runs ? post : get || strcmp (method, "DELETE") == 0)
+        return 0;
+      return only (method, url, runs ? "POST" : "GET or DELETE", why, size);
+    }
+  if (strncmp (url, "/v1/sandboxes/", strlen ("/v1/sandboxes/")) == 0)
+    {
+      *allow = NULL;
+      snprintf (why, size, "no sandbox %.64s: an id is 32 lowercase hex digits",
+                url + strlen ("/v1/sandboxes/"));
+      return 404;
+    }
   if (strcmp (url, "/v1/runs") == 0)
     {
       *route = ROUTE_RUNS;
@@ -411,7 +521,9 @@ route_of (const char *url, const char *method, enum route *route, const char **a
       return 405;
     }
   *allow = NULL;
-  snprintf (why, size, "no such endpoint: %.160s (POST /v1/runs, GET /v1/health, GET /metrics)",
+  snprintf (why, size,
+            "no such endpoint: %.80s (POST /v1/runs, /v1/sandboxes, /v1/sandboxes/ID/runs; GET "
+            "or DELETE /v1/sandboxes/ID; GET /v1/health, /metrics)",
             url);
   return 404;
 }
@@ -459,8 +571,8 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
       snprintf (why, size, "the request body exceeds %" PRIu64 " bytes", s->max_request_bytes);
     }
   if (!status)
-    status = route_of (url, method, &route, &req->allow, why, size);
-  if (!status && route == ROUTE_RUNS)
+    status = route_of (url, method, &route, &req->allow, why, size, req->sandbox_id);
+  if (!status && (route == ROUTE_RUNS || route == ROUTE_SANDBOXES || route == ROUTE_SANDBOX_RUNS))
     {
       if (start_upload (s, req))
         req->keep_body = true;
@@ -544,11 +656,17 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
   enum route route = ROUTE_HEALTH;
   const char *allow = NULL;
   char why[256];
-  route_of (url, method, &route, &allow, why, sizeof why);
+  route_of (url, method, &route, &allow, why, sizeof why, req->sandbox_id);
   switch (route)
     {
     case ROUTE_RUNS:
-      return handle_run (s, c, req);
+      return handle_run (s, c, req, NULL);
+    case ROUTE_SANDBOX_RUNS:
+      return handle_run (s, c, req, req->sandbox_id);
+    case ROUTE_SANDBOXES:
+      return handle_open (s, c, req);
+    case ROUTE_SANDBOX:
+      return nsbox_serve_sandbox_request (s, c, req->sandbox_id, strcmp (method, "DELETE") == 0);
     case ROUTE_HEALTH:
       return nsbox_serve_health (s, c);
     case ROUTE_METRICS:

@@ -48,6 +48,18 @@ enum nsbox_serve_outcome
 };
 
 struct nsbox_conns;
+struct nsbox_serve_sandboxes;
+
+/* Why a live sandbox of the server ended, for /metrics. */
+enum nsbox_sandbox_end
+{
+  NSBOX_SANDBOX_END_DELETED = 0,
+  NSBOX_SANDBOX_END_IDLE,
+  NSBOX_SANDBOX_END_LIFETIME,
+  NSBOX_SANDBOX_END_MAX_RUNS,
+  NSBOX_SANDBOX_END_LOST,
+  NSBOX_SANDBOX_END_COUNT_,
+};
 
 struct nsbox_server
 {
@@ -66,9 +78,11 @@ struct nsbox_server
   bool draining;
   bool tcp;                  /* the listener is TCP: a client's half-close counts as gone */
   struct nsbox_conns *conns; /* serve_conn.h */
+  struct nsbox_serve_sandboxes *sandboxes; /* serve_sandbox.c */
   /* Counters for /metrics, under lock. */
   uint64_t runs[NSBOX_SERVE_MAX_PROFILES][NSBOX_OUTCOME_COUNT_][2]; /* [..][cold, warm] */
   uint64_t rejected_busy, rejected_draining, bad_requests, unauthorized;
+  uint64_t rejected_sandboxes;                       /* an open past --max-sandboxes */
   uint64_t latency_buckets[NSBOX_SERVE_BUCKETS + 1]; /* cumulative at render time */
   double latency_sum;
   uint64_t latency_count;
@@ -107,6 +121,38 @@ enum MHD_Result nsbox_serve_health (struct nsbox_server *s,
                                     struct MHD_Connection *c) NSBOX_INTERNAL;
 enum MHD_Result nsbox_serve_metrics (struct nsbox_server *s,
                                      struct MHD_Connection *c) NSBOX_INTERNAL;
+
+/* serve_sandbox.c: the live sandboxes of the server, each bound to the
+ * client that opened it (nsbox_serve_owner). _open answers POST
+ * /v1/sandboxes with a run slot held; _request GET or DELETE
+ * /v1/sandboxes/ID. _hold takes the owner's sandbox for a run (0), or
+ * fills why for 404 (never its, or deleted) or 410 (it ended by itself);
+ * _put gives it back. _free, once no request is left, destroys every
+ * sandbox. */
+struct nsbox_serve_sandbox;
+struct nsbox_serve_sandbox_stats
+{
+  size_t open, max;
+  uint64_t opened;
+  uint64_t ended[NSBOX_SANDBOX_END_COUNT_];
+  uint64_t next_expiry_ms; /* the soonest end of an open one (UINT64_MAX: none) */
+};
+struct nsbox_serve_sandboxes *nsbox_serve_sandboxes_new (size_t max) NSBOX_INTERNAL;
+void nsbox_serve_sandboxes_free (struct nsbox_serve_sandboxes *sandboxes) NSBOX_INTERNAL;
+enum MHD_Result nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c,
+                                          const char *body, size_t len) NSBOX_INTERNAL;
+enum MHD_Result nsbox_serve_sandbox_request (struct nsbox_server *s, struct MHD_Connection *c,
+                                             const char *id, bool delete) NSBOX_INTERNAL;
+unsigned nsbox_serve_sandbox_hold (struct nsbox_serve_sandboxes *sandboxes, const char *id,
+                                   const char *owner, struct nsbox_serve_sandbox **held, char *why,
+                                   size_t size) NSBOX_INTERNAL;
+nsbox_sandbox *nsbox_serve_sandbox_of (struct nsbox_serve_sandbox *held,
+                                       size_t *profile) NSBOX_INTERNAL;
+void nsbox_serve_sandbox_put (struct nsbox_serve_sandboxes *sandboxes,
+                              struct nsbox_serve_sandbox *held) NSBOX_INTERNAL;
+void nsbox_serve_sandboxes_stats (struct nsbox_serve_sandboxes *sandboxes,
+                                  struct nsbox_serve_sandbox_stats *stats) NSBOX_INTERNAL;
+const char *nsbox_serve_sandbox_end_name (enum nsbox_sandbox_end end) NSBOX_INTERNAL;
 
 /* serve_api.c: the access handler (its cls is the struct nsbox_server) and
  * the completion callback that frees a request's state. */

@@ -134,9 +134,10 @@ nsbox_serve_metrics (struct nsbox_server *s, struct MHD_Connection *c)
        "nsbox_rejected_total{reason=\"bad_request\"} %" PRIu64 "\n"
        "nsbox_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n"
        "nsbox_rejected_total{reason=\"connections\"} %" PRIu64 "\n"
-       "nsbox_rejected_total{reason=\"peer_connections\"} %" PRIu64 "\n",
+       "nsbox_rejected_total{reason=\"peer_connections\"} %" PRIu64 "\n"
+       "nsbox_rejected_total{reason=\"max_sandboxes\"} %" PRIu64 "\n",
        s->rejected_busy, s->rejected_draining, s->bad_requests + cst.answered, s->unauthorized,
-       cst.refused_total, cst.refused_peer);
+       cst.refused_total, cst.refused_peer, s->rejected_sandboxes);
   add (&t,
        "# HELP nsbox_connections_open Connections held, lingering ones too.\n"
        "# TYPE nsbox_connections_open gauge\nnsbox_connections_open %" PRIu64 "\n"
@@ -181,6 +182,28 @@ nsbox_serve_metrics (struct nsbox_server *s, struct MHD_Connection *c)
   for (size_t p = 0; p < s->n_profiles; p++)
     add (&t, "nsbox_pool_discarded_total{profile=\"%s\"} %" PRIu64 "\n", s->profiles[p].name,
          st[p].discarded);
+  struct nsbox_serve_sandbox_stats sb;
+  nsbox_serve_sandboxes_stats (s->sandboxes, &sb);
+  add (&t,
+       "# HELP nsbox_sandboxes_open Live sandboxes open now.\n"
+       "# TYPE nsbox_sandboxes_open gauge\nnsbox_sandboxes_open %zu\n"
+       "# HELP nsbox_sandboxes_max Live sandboxes the server holds at most (--max-sandboxes).\n"
+       "# TYPE nsbox_sandboxes_max gauge\nnsbox_sandboxes_max %zu\n"
+       "# HELP nsbox_sandboxes_opened_total Live sandboxes opened.\n"
+       "# TYPE nsbox_sandboxes_opened_total counter\nnsbox_sandboxes_opened_total %" PRIu64 "\n"
+       "# HELP nsbox_sandboxes_ended_total Live sandboxes ended, by why.\n"
+       "# TYPE nsbox_sandboxes_ended_total counter\n",
+       sb.open, sb.max, sb.opened);
+  for (int e = 0; e < NSBOX_SANDBOX_END_COUNT_; e++)
+    add (&t, "nsbox_sandboxes_ended_total{reason=\"%s\"} %" PRIu64 "\n",
+         nsbox_serve_sandbox_end_name ((enum nsbox_sandbox_end)e), sb.ended[e]);
+  if (sb.next_expiry_ms != UINT64_MAX)
+    add (&t,
+         "# HELP nsbox_sandbox_next_expiry_seconds Until the soonest end of an open live "
+         "sandbox, if no run comes first.\n"
+         "# TYPE nsbox_sandbox_next_expiry_seconds gauge\nnsbox_sandbox_next_expiry_seconds "
+         "%.3f\n",
+         sb.next_expiry_ms / 1000.0);
   enum MHD_Result r = t.failed
                           ? MHD_NO
                           : nsbox_serve_respond (c, 200, "text/plain; version=0.0.4; charset=utf-8",
