@@ -185,7 +185,9 @@ serve_start_tcp (const char *const *extra_args, const char *token, struct serve_
   snprintf (listen, sizeof listen, "tcp:127.0.0.1:%u", (unsigned)s->port);
   snprintf (s->url, sizeof s->url, "http://127.0.0.1:%u", (unsigned)s->port);
   snprintf (s->server_arg, sizeof s->server_arg, "%s", s->url);
-  snprintf (s->auth, sizeof s->auth, "Authorization: Bearer %s", token);
+  /* A token file of several lines: the client is the first token's. */
+  snprintf (s->auth, sizeof s->auth, "Authorization: Bearer %.*s", (int)strcspn (token, "\n"),
+            token);
   const char **args = flag_then ("--token-file", token_path, extra_args);
   const char *const headers[] = { s->auth, NULL };
   start_and_wait (s, listen, args, s->url, headers);

@@ -1,0 +1,501 @@
+/* Live sandboxes through `nsbox serve` (POST /v1/sandboxes, its runs, GET
+ * and DELETE): state kept between runs, a sandbox bound to the client that
+ * opened it (the peer's uid on the unix socket, the bearer token on TCP),
+ * and what is left on the host after DELETE, the idle timeout and the
+ * server's shutdown (looked for in /proc and the cgroup hierarchies, not
+ * taken from the server's word). */
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <grp.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* A uid that is neither root nor the test user nor the sandbox's. */
+#define OTHER_UID 54321
+
+static const char *
+where (const struct serve_job *s)
+{
+  return s->socket[0] ? s->socket : s->url;
+}
+
+static json_t *
+parse (const char *text)
+{
+  json_error_t e;
+  json_t *j = json_loads (text, 0, &e);
+  cr_assert_not_null (j, "not JSON (%s): %s", e.text, text);
+  return j;
+}
+
+static const char *
+str (json_t *j, const char *key)
+{
+  json_t *v = json_object_get (j, key);
+  return json_is_string (v) ? json_string_value (v) : NULL;
+}
+
+static long long
+num (json_t *j, const char *key)
+{
+  json_t *v = json_object_get (j, key);
+  cr_assert (json_is_integer (v), "no integer %s", key);
+  return json_integer_value (v);
+}
+
+/* One request; the status, and the answer in *answer (caller frees). */
+static long
+call (const struct serve_job *s, const char *auth, const char *method, const char *path,
+      const char *body, char **answer)
+{
+  const char *const headers[] = { auth, NULL };
+  return serve_http (where (s), method, path, body, body ? strlen (body) : 0,
+                     auth && *auth ? headers : NULL, answer, NULL);
+}
+
+/* Under runsc opening is refused, saying so: true then. */
+static bool
+runsc_refused (const struct serve_job *s, const char *auth)
+{
+  if (!harness_is_runsc ())
+    return false;
+  char *answer;
+  long st = call (s, auth, "POST", "/v1/sandboxes", "{}", &answer);
+  cr_assert_eq (st, 501, "expected 501 under runsc, got %ld: %s", st, answer);
+  cr_assert (strstr (answer, "runtime runsc"), "the refusal does not say why: %s", answer);
+  free (answer);
+  return true;
+}
+
+static void
+open_sandbox (const struct serve_job *s, const char *auth, const char *body, char id[33])
+{
+  char *answer;
+  long st = call (s, auth, "POST", "/v1/sandboxes", body, &answer);
+  cr_assert_eq (st, 201, "POST /v1/sandboxes: %ld %s", st, answer);
+  json_t *j = parse (answer);
+  const char *got = str (j, "id");
+  cr_assert (got && strlen (got) == 32 && strspn (got, "0123456789abcdef") == 32,
+             "not an id of 128 bits in hex: %s", answer);
+  cr_assert_not_null (str (j, "expires_at"), "no expires_at: %s", answer);
+  memcpy (id, got, 33);
+  json_decref (j);
+  free (answer);
+}
+
+/* A run in the sandbox; the result, or NULL with *status not 200. */
+static json_t *
+sandbox_run (const struct serve_job *s, const char *auth, const char *id, const char *code,
+             long *status, char **error)
+{
+  char path[96];
+  snprintf (path, sizeof path, "/v1/sandboxes/%s/runs", id);
+  json_t *body = json_pack ("{s:s}", "code", code);
+  char *text = json_dumps (body, JSON_COMPACT), *answer;
+  json_decref (body);
+  *status = call (s, auth, "POST", path, text, &answer);
+  free (text);
+  json_t *j = *status == 200 ? parse (answer) : NULL;
+  if (error)
+    *error = answer;
+  else
+    free (answer);
+  return j;
+}
+
+static json_t *
+run_ok (const struct serve_job *s, const char *auth, const char *id, const char *code)
+{
+  long st;
+  char *err;
+  json_t *j = sandbox_run (s, auth, id, code, &st, &err);
+  cr_assert_eq (st, 200, "run %s: %ld %s", code, st, err);
+  free (err);
+  cr_assert_str_eq (str (j, "sandbox_id"), id);
+  return j;
+}
+
+static long
+sandbox_status (const struct serve_job *s, const char *auth, const char *method, const char *id,
+                char **answer)
+{
+  char path[96];
+  snprintf (path, sizeof path, "/v1/sandboxes/%s", id);
+  return call (s, auth, method, path, NULL, answer);
+}
+
+/* How many host processes have `marker` in their command line. */
+static int
+host_processes_with (const char *marker)
+{
+  DIR *d = opendir ("/proc");
+  cr_assert_not_null (d);
+  int found = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9')
+        continue;
+      char path[300], cmd[4096];
+      snprintf (path, sizeof path, "/proc/%s/cmdline", e->d_name);
+      int fd = open (path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0)
+        continue;
+      ssize_t n = read (fd, cmd, sizeof cmd - 1);
+      close (fd);
+      for (ssize_t i = 0; i < n; i++)
+        if (cmd[i] == '\0')
+          cmd[i] = ' ';
+      cmd[n > 0 ? n : 0] = '\0';
+      if (n > 0 && strstr (cmd, marker))
+        found++;
+    }
+  closedir (d);
+  return found;
+}
+
+static int
+host_processes_become (const char *marker, int want, double seconds)
+{
+  double until = now_seconds () + harness_scaled (seconds);
+  int n;
+  while ((n = host_processes_with (marker)) != want && now_seconds () < until)
+    usleep (50000);
+  return n;
+}
+
+/* A background process in the sandbox whose command line names a fresh
+ * marker, seen on the host. */
+static void
+start_marked (const struct serve_job *s, const char *id, char *marker, size_t size)
+{
+  static int serial;
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  snprintf (marker, size, "nsbox-served-%d-%d-%ld", (int)getpid (), serial++, (long)ts.tv_nsec);
+  char code[512];
+  snprintf (code, sizeof code,
+            "import subprocess, sys\n"
+            "bg = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '%s'])\n"
+            "bg.pid > 0",
+            marker);
+  json_decref (run_ok (s, NULL, id, code));
+  int seen = host_processes_become (marker, 1, 5);
+  cr_assert_eq (seen, 1, "%d host processes name %s", seen, marker);
+}
+
+static int
+server_cgroups (const struct serve_job *s)
+{
+  char desc[1024] = "";
+  return have_cgroups () ? count_nsbox_cgroups (s->job.pid, desc, sizeof desc) : 0;
+}
+
+static const char *const no_pool[] = { "--pool-size", "0", NULL };
+
+Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 180)
+{
+  struct serve_job s;
+  serve_start (no_pool, &s);
+  if (runsc_refused (&s, NULL))
+    {
+      serve_stop (&s, NULL);
+      return;
+    }
+  char id[33];
+  open_sandbox (&s, NULL, "{\"sandbox-idle-timeout\": \"5m\"}", id);
+  json_t *a = run_ok (&s, NULL, id, "import json\nx = 41\nopen('/tmp/f', 'w').write('kept')");
+  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
+  cr_assert_eq (num (a, "sandbox_run"), 1);
+  json_t *b = run_ok (&s, NULL, id, "raise ValueError('boom')");
+  cr_assert_eq (num (b, "exit_code"), 1);
+  cr_assert (strstr (str (b, "stderr"), "ValueError: boom"), "%s", str (b, "stderr"));
+  json_t *c = run_ok (&s, NULL, id, "json.dumps([x + 1, open('/tmp/f').read()])");
+  cr_assert_eq (num (c, "exit_code"), 0, "%s", str (c, "stderr"));
+  cr_assert_str_eq (str (c, "value"), "'[42, \"kept\"]'");
+  cr_assert_eq (num (c, "sandbox_run"), 3);
+  json_decref (a);
+  json_decref (b);
+  json_decref (c);
+
+  char *answer;
+  cr_assert_eq (sandbox_status (&s, NULL, "GET", id, &answer), 200, "%s", answer);
+  json_t *st = parse (answer);
+  free (answer);
+  cr_assert_eq (num (st, "runs"), 3);
+  cr_assert (num (st, "memory_bytes") > (1 << 20), "memory_bytes %lld", num (st, "memory_bytes"));
+  json_decref (st);
+
+  char marker[96];
+  start_marked (&s, id, marker, sizeof marker);
+  /* Where the host gives it a memory cgroup, the sandbox has one (so
+   * that its absence below proves something). */
+  const char *mem = harness_expected_mechanism (RUN_CLI, "memory");
+  if (strncmp (mem, "cgroup", 6) == 0)
+    cr_assert (server_cgroups (&s) > 0, "the open sandbox has no cgroup (%s)", mem);
+  cr_assert_eq (sandbox_status (&s, NULL, "DELETE", id, &answer), 204, "%s", answer);
+  free (answer);
+  /* 204: everything of it is gone already. */
+  cr_assert_eq (host_processes_with (marker), 0, "a process of the sandbox outlived its DELETE");
+  cr_assert_eq (server_cgroups (&s), 0, "a cgroup of the sandbox outlived its DELETE");
+  cr_assert_eq (sandbox_status (&s, NULL, "GET", id, &answer), 404, "%s", answer);
+  free (answer);
+  long code;
+  cr_assert_null (sandbox_run (&s, NULL, id, "1", &code, NULL));
+  cr_assert_eq (code, 404);
+  cr_assert_eq (sandbox_status (&s, NULL, "DELETE", id, &answer), 404, "%s", answer);
+  free (answer);
+  serve_stop (&s, NULL);
+}
+
+/* A request as another uid: connected after dropping to OTHER_UID (the
+ * peer's credentials are taken at connect), with the group that may reach
+ * the socket. */
+static long
+as_other_uid (const struct serve_job *s, const char *method, const char *path, const char *body,
+              char *answer, size_t size)
+{
+  struct stat st;
+  cr_assert (stat (s->socket, &st) == 0);
+  cr_assert (chmod (s->dir, 0750) == 0);
+  int p[2];
+  cr_assert (pipe (p) == 0);
+  pid_t pid = fork ();
+  cr_assert (pid >= 0);
+  if (pid == 0)
+    {
+      close (p[0]);
+      if (setgroups (0, NULL) < 0 || setgid (st.st_gid) < 0 || setuid (OTHER_UID) < 0)
+        _exit (90);
+      char *text = NULL;
+      long status
+          = serve_http (s->socket, method, path, body, body ? strlen (body) : 0, NULL, &text, NULL);
+      dprintf (p[1], "%ld %s", status, text ? text : "");
+      _exit (0);
+    }
+  close (p[1]);
+  char buf[4096];
+  size_t n = 0;
+  ssize_t got;
+  while ((got = read (p[0], buf + n, sizeof buf - 1 - n)) > 0)
+    n += (size_t)got;
+  close (p[0]);
+  buf[n] = '\0';
+  int ws;
+  cr_assert (waitpid (pid, &ws, 0) == pid && WIFEXITED (ws) && WEXITSTATUS (ws) == 0,
+             "the other uid's client failed (0x%x)", ws);
+  long status = strtol (buf, NULL, 10);
+  const char *text = strchr (buf, ' ');
+  snprintf (answer, size, "%s", text ? text + 1 : "");
+  return status;
+}
+
+/* The 404 of an id that never was, with `id` in its place: another
+ * client's sandbox must be told apart by nothing. */
+static void
+expect_unknown (long status, const char *answer, const char *id)
+{
+  cr_assert_eq (status, 404, "expected 404, got %ld: %s", status, answer);
+  char want[256];
+  snprintf (want, sizeof want,
+            "{\"error\":\"no sandbox %s: it was never opened by this client, or it was "
+            "deleted\"}",
+            id);
+  cr_assert_str_eq (answer, want);
+}
+
+Test (serve_sandbox, another_uid_on_the_unix_socket_gets_404, .timeout = 180)
+{
+  struct serve_job s;
+  serve_start (no_pool, &s);
+  if (runsc_refused (&s, NULL))
+    {
+      serve_stop (&s, NULL);
+      return;
+    }
+  char id[33], path[96], answer[4096];
+  open_sandbox (&s, NULL, NULL, id);
+  json_decref (run_ok (&s, NULL, id, "secret = 'mine'"));
+  snprintf (path, sizeof path, "/v1/sandboxes/%s", id);
+  expect_unknown (as_other_uid (&s, "GET", path, NULL, answer, sizeof answer), answer, id);
+  expect_unknown (as_other_uid (&s, "DELETE", path, NULL, answer, sizeof answer), answer, id);
+  snprintf (path, sizeof path, "/v1/sandboxes/%s/runs", id);
+  expect_unknown (as_other_uid (&s, "POST", path, "{\"code\": \"secret\"}", answer, sizeof answer),
+                  answer, id);
+  /* The other uid may open one of its own; the owner's is untouched. */
+  long st = as_other_uid (&s, "POST", "/v1/sandboxes", "{}", answer, sizeof answer);
+  cr_assert_eq (st, 201, "%s", answer);
+  json_t *j = run_ok (&s, NULL, id, "secret");
+  cr_assert_str_eq (str (j, "value"), "'mine'");
+  json_decref (j);
+  serve_stop (&s, NULL);
+}
+
+Test (serve_sandbox, another_token_gets_404, .timeout = 180)
+{
+  struct serve_job s;
+  const char *const a = "Authorization: Bearer first-token-0123456789";
+  const char *const b = "Authorization: Bearer second-token-987654321";
+  serve_start_tcp (no_pool, "first-token-0123456789\nsecond-token-987654321", &s);
+  if (runsc_refused (&s, a))
+    {
+      serve_stop (&s, NULL);
+      return;
+    }
+  char id[33], *answer;
+  open_sandbox (&s, a, NULL, id);
+  json_decref (run_ok (&s, a, id, "secret = 'first'"));
+  long st = sandbox_status (&s, b, "GET", id, &answer);
+  expect_unknown (st, answer, id);
+  free (answer);
+  st = sandbox_status (&s, b, "DELETE", id, &answer);
+  expect_unknown (st, answer, id);
+  free (answer);
+  json_t *r = sandbox_run (&s, b, id, "secret", &st, &answer);
+  cr_assert_null (r);
+  expect_unknown (st, answer, id);
+  free (answer);
+  st = sandbox_status (&s, "Authorization: Bearer not-a-token-of-the-file", "GET", id, &answer);
+  cr_assert_eq (st, 401, "%s", answer);
+  free (answer);
+  json_t *j = run_ok (&s, a, id, "secret");
+  cr_assert_str_eq (str (j, "value"), "'first'");
+  json_decref (j);
+  serve_stop (&s, NULL);
+}
+
+Test (serve_sandbox, the_idle_timeout_and_the_shutdown_leave_nothing_on_the_host, .timeout = 180)
+{
+  struct serve_job s;
+  serve_start (no_pool, &s);
+  if (runsc_refused (&s, NULL))
+    {
+      serve_stop (&s, NULL);
+      return;
+    }
+  char idle[33], kept[33], idle_marker[96], kept_marker[96], *answer;
+  open_sandbox (&s, NULL, "{\"sandbox-idle-timeout\": \"2s\"}", idle);
+  open_sandbox (&s, NULL, "{\"sandbox-idle-timeout\": 600}", kept);
+  start_marked (&s, idle, idle_marker, sizeof idle_marker);
+  start_marked (&s, kept, kept_marker, sizeof kept_marker);
+  int left = host_processes_become (idle_marker, 0, 2 + 4);
+  cr_assert_eq (left, 0, "the idle sandbox is still on the host");
+  cr_assert_eq (host_processes_with (kept_marker), 1, "the other sandbox went too");
+  long st = sandbox_status (&s, NULL, "GET", idle, &answer);
+  cr_assert_eq (st, 410, "%ld %s", st, answer);
+  cr_assert (strstr (answer, "sandbox-idle-timeout"), "410 does not say why: %s", answer);
+  free (answer);
+  cr_assert_eq (call (&s, NULL, "GET", "/metrics", NULL, &answer), 200);
+  cr_assert (strstr (answer, "nsbox_sandboxes_open 1\n"), "%s", answer);
+  cr_assert (strstr (answer, "nsbox_sandboxes_ended_total{reason=\"idle\"} 1\n"), "%s", answer);
+  free (answer);
+  /* The server's end is every sandbox's. */
+  pid_t server = s.job.pid;
+  char *log = NULL;
+  int status = serve_stop (&s, &log);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0, "0x%x: %s", status, log);
+  free (log);
+  cr_assert_eq (host_processes_become (kept_marker, 0, 3), 0,
+                "a sandbox's process outlived the server");
+  char desc[1024] = "";
+  int cg = have_cgroups () ? count_nsbox_cgroups (server, desc, sizeof desc) : 0;
+  cr_assert_eq (cg, 0, "%d cgroup(s) of the server left: %s", cg, desc);
+}
+
+struct slow_run
+{
+  const struct serve_job *s;
+  const char *id;
+  long status;
+};
+
+static void *
+slow_run (void *arg)
+{
+  struct slow_run *r = arg;
+  json_t *j = sandbox_run (r->s, NULL, r->id, "import time\ntime.sleep(2)", &r->status, NULL);
+  json_decref (j);
+  return NULL;
+}
+
+Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
+{
+  static const char *const args[] = { "--pool-size", "0", "--max-sandboxes", "1", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  if (runsc_refused (&s, NULL))
+    {
+      serve_stop (&s, NULL);
+      return;
+    }
+  static const struct
+  {
+    const char *body, *says;
+  } bad[] = {
+    { "[1]", "JSON object" },
+    { "{\"sandbox-idle-timeout\": \"soon\"}", "sandbox-idle-timeout" },
+    { "{\"sandbox-max-runs\": -1}", "sandbox-max-runs" },
+    { "{\"profile\": \"nope\"}", "unknown profile" },
+    { "{\"memory\": \"1g\"}", "unknown sandbox option 'memory'" },
+    { "{\"session\": [1]}", "expected a string" },
+    { "{", "malformed JSON" },
+  };
+  char *answer;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    {
+      long st = call (&s, NULL, "POST", "/v1/sandboxes", bad[i].body, &answer);
+      cr_assert_eq (st, 400, "%s: %ld %s", bad[i].body, st, answer);
+      cr_assert (strstr (answer, bad[i].says), "%s: %s", bad[i].body, answer);
+      free (answer);
+    }
+  char id[33];
+  open_sandbox (&s, NULL, "{\"sandbox-max-runs\": 2}", id);
+  long st = call (&s, NULL, "POST", "/v1/sandboxes", "{}", &answer);
+  cr_assert_eq (st, 503, "a second sandbox past --max-sandboxes 1: %ld %s", st, answer);
+  cr_assert (strstr (answer, "max-sandboxes"), "%s", answer);
+  free (answer);
+  cr_assert_eq (call (&s, NULL, "GET", "/v1/sandboxes/0123", NULL, &answer), 404);
+  free (answer);
+  char path[96];
+  snprintf (path, sizeof path, "/v1/sandboxes/%s/runs", id);
+  cr_assert_eq (call (&s, NULL, "POST", path, "{\"code\": \"1\", \"profile\": \"x\"}", &answer),
+                400);
+  free (answer);
+  cr_assert_eq (call (&s, NULL, "POST", path, "{\"code\": \"1\", \"inputs\": \"[]\"}", &answer),
+                400);
+  free (answer);
+  /* One run at a time: another while one runs is refused (409). */
+  struct slow_run r = { &s, id, 0 };
+  pthread_t t;
+  cr_assert (pthread_create (&t, NULL, slow_run, &r) == 0);
+  usleep (harness_scaled (0.7) * 1e6);
+  json_t *busy = sandbox_run (&s, NULL, id, "1", &st, &answer);
+  cr_assert_null (busy);
+  cr_assert_eq (st, 409, "%ld %s", st, answer);
+  free (answer);
+  pthread_join (t, NULL);
+  cr_assert_eq (r.status, 200);
+  /* Its second run was its last (sandbox-max-runs 2): 410 with why. */
+  json_decref (run_ok (&s, NULL, id, "2"));
+  cr_assert_null (sandbox_run (&s, NULL, id, "3", &st, &answer));
+  cr_assert_eq (st, 410, "%ld %s", st, answer);
+  cr_assert (strstr (answer, "sandbox-max-runs"), "%s", answer);
+  free (answer);
+  /* The one ended: room for a new one. */
+  open_sandbox (&s, NULL, NULL, id);
+  cr_assert_eq (call (&s, NULL, "GET", "/metrics", NULL, &answer), 200);
+  cr_assert (strstr (answer, "nsbox_rejected_total{reason=\"max_sandboxes\"} 1\n"), "%s", answer);
+  cr_assert (strstr (answer, "nsbox_sandboxes_opened_total 2\n"), "%s", answer);
+  free (answer);
+  serve_stop (&s, NULL);
+}
