@@ -253,6 +253,17 @@ extern "C"
                                           const char *value, struct nsbox_error **err);
   NSBOX_EXPORT void nsbox_run_options_free (nsbox_run_options *options);
 
+  /* Output as it comes: `output` is called, on the thread doing the run,
+   * with each piece the program writes to stdout (stream 1) or stderr
+   * (stream 2), as soon as the launcher reads it, up to max-output-bytes of
+   * each stream (what is past the cap is counted in the result, never
+   * passed on). A piece may end inside a UTF-8 character. The result holds
+   * the output as always. NULL output: none (the default). For
+   * nsbox_pool_run and nsbox_sandbox_run. */
+  typedef void (*nsbox_output_fn) (void *data, int stream, const char *bytes, size_t len);
+  NSBOX_EXPORT void nsbox_run_options_set_output (nsbox_run_options *options,
+                                                  nsbox_output_fn output, void *data);
+
   /* Like nsbox_run, with the pool's configuration; options may be NULL.
    * Thread-safe. duration_ms and cpu_ms count from this call;
    * memory_peak_bytes is the sandbox's peak since its program started, as

@@ -104,9 +104,23 @@ ring_add (struct nsbox_capture *c, const char *data, size_t n)
   return 0;
 }
 
+void
+nsbox_capture_observe (struct nsbox_capture *c,
+                       void (*observe) (void *data, int stream, const char *bytes, size_t len),
+                       void *data, int stream)
+{
+  c->observe = observe;
+  c->observe_data = data;
+  c->stream = stream;
+}
+
 int
 nsbox_capture_add (struct nsbox_capture *c, const char *data, size_t n)
 {
+  uint64_t cap = (uint64_t)c->head_cap + c->tail_cap;
+  if (c->observe && c->total < cap && n > 0)
+    c->observe (c->observe_data, c->stream, data,
+                cap - c->total < n ? (size_t)(cap - c->total) : n);
   c->total += n;
   size_t take = c->head_cap - c->head_len;
   if (take > n)

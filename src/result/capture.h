@@ -29,6 +29,10 @@ struct nsbox_capture
   size_t head_len;
   size_t ring_len, ring_next; /* bytes in the ring; where the next one goes */
   uint64_t total;             /* every byte the program wrote */
+  /* Told of the stream's first head_cap + tail_cap bytes as they come. */
+  void (*observe) (void *data, int stream, const char *bytes, size_t len);
+  void *observe_data;
+  int stream;
 };
 
 /* "head" or "head-tail" to a mode; -EINVAL for anything else. */
@@ -37,6 +41,10 @@ const char *nsbox_capture_mode_name (enum nsbox_capture_mode mode) NSBOX_INTERNA
 
 void nsbox_capture_init (struct nsbox_capture *c, enum nsbox_capture_mode mode,
                          uint64_t cap) NSBOX_INTERNAL;
+/* Tells observe (NULL: nobody) of the stream's bytes within the cap. */
+void nsbox_capture_observe (struct nsbox_capture *c,
+                            void (*observe) (void *data, int stream, const char *bytes, size_t len),
+                            void *data, int stream) NSBOX_INTERNAL;
 /* Takes n more bytes of the stream; -ENOMEM when the buffer cannot grow
  * (it never grows beyond the cap plus NSBOX_CAPTURE_MARKER_MAX). */
 int nsbox_capture_add (struct nsbox_capture *c, const char *data, size_t n) NSBOX_INTERNAL;

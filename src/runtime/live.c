@@ -427,6 +427,8 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
                                  d->code_len, d->max_output_bytes);
   nsbox_capture_init (&t.out, d->capture, d->max_output_bytes);
   nsbox_capture_init (&t.errs, d->capture, d->max_output_bytes);
+  nsbox_capture_observe (&t.out, d->output, d->output_data, 1);
+  nsbox_capture_observe (&t.errs, d->output, d->output_data, 2);
   discard_answers (r->answer_fd);
   /* From the previous run's end: what the program did between runs (a
    * background thread or process) is charged to this one. */

@@ -449,6 +449,8 @@ nsbox_supervise (struct nsbox_child *child, struct nsbox_streams *s, struct nsbo
   size_t code_len = d->code_len;
   nsbox_capture_init (&l.out, d->capture, d->max_output_bytes);
   nsbox_capture_init (&l.errs, d->capture, d->max_output_bytes);
+  nsbox_capture_observe (&l.out, d->output, d->output_data, 1);
+  nsbox_capture_observe (&l.errs, d->output, d->output_data, 2);
   uint64_t start = nsbox_now_ms ();
   l.deadline = start + d->timeout_ms;
   uint64_t cgroup_usec;

@@ -34,6 +34,10 @@ struct nsbox_dispatch
   /* Where the files the program left in /tmp/out go (native runtime), or
    * -1. */
   int output_dir_fd;
+  /* Told of the output as it comes (nsbox_run_options_set_output), or
+   * NULL. */
+  void (*output) (void *data, int stream, const char *bytes, size_t len);
+  void *output_data;
 };
 
 /* Runs until the sandbox is gone and its output drained. Fills the output,

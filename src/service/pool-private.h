@@ -25,6 +25,8 @@ struct nsbox_run_options
   uint64_t max_output_bytes; /* UINT64_MAX: the pool's */
   int cancel_fd;             /* nsbox_run_options_set_cancel_fd, or -1 */
   bool cancel_on_half_close;
+  nsbox_output_fn output; /* nsbox_run_options_set_output, or NULL */
+  void *output_data;
   char **inputs; /* "PATH:NAME": the run is served cold with them */
   size_t inputs_len;
   char *output_dir;  /* NULL: the pool's */

@@ -579,6 +579,8 @@ nsbox_pool_dispatch (nsbox_pool *p, const nsbox_run_options *options, const char
     .capture = p->config->output_capture,
     .memory_bytes = p->config->memory_bytes,
     .output_dir_fd = -1,
+    .output = options ? options->output : NULL,
+    .output_data = options ? options->output_data : NULL,
   };
   return 0;
 }

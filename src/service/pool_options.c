@@ -118,6 +118,15 @@ nsbox_run_options_set_quota_scope (nsbox_run_options *options, const char *scope
 }
 
 void
+nsbox_run_options_set_output (nsbox_run_options *options, nsbox_output_fn output, void *data)
+{
+  if (!options)
+    return;
+  options->output = output;
+  options->output_data = data;
+}
+
+void
 nsbox_run_options_set_cancel_fd (nsbox_run_options *options, int fd, bool half_close_is_gone)
 {
   options->cancel_fd = fd;
