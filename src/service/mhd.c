@@ -13,6 +13,7 @@ static const struct nsbox_dl_symbol mhd_symbols[] = {
   MHD_SYMBOL (start_daemon),
   MHD_SYMBOL (stop_daemon),
   MHD_SYMBOL (create_response_from_buffer),
+  MHD_SYMBOL (create_response_from_callback),
   MHD_SYMBOL (add_response_header),
   MHD_SYMBOL (queue_response),
   MHD_SYMBOL (destroy_response),

@@ -15,6 +15,7 @@ struct nsbox_mhd_api
   __typeof__ (MHD_start_daemon) *start_daemon;
   __typeof__ (MHD_stop_daemon) *stop_daemon;
   __typeof__ (MHD_create_response_from_buffer) *create_response_from_buffer;
+  __typeof__ (MHD_create_response_from_callback) *create_response_from_callback;
   __typeof__ (MHD_add_response_header) *add_response_header;
   __typeof__ (MHD_queue_response) *queue_response;
   __typeof__ (MHD_destroy_response) *destroy_response;

@@ -20,6 +20,7 @@
  * lingering close (serve_conn.c) takes what the client still sends. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -233,10 +234,61 @@ parse_run (struct nsbox_server *s, const struct request *req, struct run_request
   return 0;
 }
 
-/* A single run (held NULL) or a run in the live sandbox held. */
+/* Whether the client asked for a stream (Accept names
+ * application/x-ndjson). */
+static bool
+wants_stream (struct MHD_Connection *c)
+{
+  const char *accept = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Accept");
+  return accept && strcasestr (accept, "application/x-ndjson");
+}
+
+/* The run as a stream (serve_stream.c): the code copied, the options and
+ * the sandbox held handed over; the answer counted as being sent from now
+ * on, as it is sent while the run goes on. */
+static enum MHD_Result
+stream_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req,
+            const struct run_request *rr, nsbox_sandbox *sandbox, struct nsbox_serve_sandbox **held,
+            int fd)
+{
+  struct nsbox_serve_stream_job job = {
+    .s = s,
+    .pool = s->profiles[rr->profile].pool,
+    .sandbox = sandbox,
+    .held = TAKE_PTR (*held),
+    .profile = rr->profile,
+    .code = malloc (rr->code_len ? rr->code_len : 1),
+    .code_len = rr->code_len,
+    .options = rr->options,
+    .cancel_fd = fd >= 0 ? fcntl (fd, F_DUPFD_CLOEXEC, 3) : -1,
+    .start = req->start,
+  };
+  if (job.code)
+    memcpy (job.code, rr->code, rr->code_len);
+  pthread_mutex_lock (&s->lock);
+  s->answering++;
+  req->answering = true;
+  pthread_mutex_unlock (&s->lock);
+  if (!job.code || (fd >= 0 && job.cancel_fd < 0))
+    {
+      nsbox_serve_release_slot (s);
+      if (job.held)
+        nsbox_serve_sandbox_put (s->sandboxes, job.held);
+      free (job.code);
+      if (job.cancel_fd >= 0)
+        close (job.cancel_fd);
+      nsbox_run_options_free (job.options);
+      return nsbox_serve_respond_error (c, 500, "%s",
+                                        job.code ? strerror (errno) : "out of memory");
+    }
+  return nsbox_serve_stream (c, &job);
+}
+
+/* A single run (*held NULL) or a run in the live sandbox held; a stream
+ * takes *held over. */
 static enum MHD_Result
 serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req,
-           struct nsbox_serve_sandbox *held)
+           struct nsbox_serve_sandbox **held)
 {
   end_upload (s, req);
   if (req->too_large)
@@ -249,7 +301,7 @@ serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req
   char msg[512];
   json_t *root = NULL;
   size_t profile = 0;
-  nsbox_sandbox *sandbox = held ? nsbox_serve_sandbox_of (held, &profile) : NULL;
+  nsbox_sandbox *sandbox = *held ? nsbox_serve_sandbox_of (*held, &profile) : NULL;
   rr.profile = profile;
   int parsed = parse_run (s, req, &rr, msg, sizeof msg, &root);
   if (parsed == 0 && rr.profile != profile)
@@ -308,6 +360,13 @@ serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req
       release (s, req);
       return nsbox_serve_respond_error (c, 500, "out of memory");
     }
+  if (wants_stream (c))
+    {
+      enum MHD_Result streamed
+          = stream_run (s, c, req, &rr, sandbox, held, info ? info->connect_fd : -1);
+      json_decref (root);
+      return streamed;
+    }
   nsbox_result *res = NULL;
   bool warm = false;
   int r = sandbox ? nsbox_sandbox_run (sandbox, rr.code, rr.code_len, rr.options, &res, &err)
@@ -352,7 +411,10 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
             const char *sandbox_id)
 {
   if (!sandbox_id)
-    return serve_run (s, c, req, NULL);
+    {
+      struct nsbox_serve_sandbox *none = NULL;
+      return serve_run (s, c, req, &none);
+    }
   char owner[48], why[256];
   struct nsbox_serve_sandbox *held = NULL;
   unsigned status
@@ -365,8 +427,9 @@ handle_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *re
       return nsbox_serve_respond_message (
           c, status, status == 500 ? "the client's identity cannot be told" : why, NULL);
     }
-  enum MHD_Result ret = serve_run (s, c, req, held);
-  nsbox_serve_sandbox_put (s->sandboxes, held);
+  enum MHD_Result ret = serve_run (s, c, req, &held);
+  if (held)
+    nsbox_serve_sandbox_put (s->sandboxes, held);
   return ret;
 }
 

@@ -112,6 +112,29 @@ int nsbox_serve_admit (struct nsbox_server *s) NSBOX_INTERNAL;
 void nsbox_serve_describe_client (const struct nsbox_server *s, int fd, char *out,
                                   size_t size) NSBOX_INTERNAL;
 
+/* Gives back a run slot nsbox_serve_admit took (serve_common.c). */
+void nsbox_serve_release_slot (struct nsbox_server *s) NSBOX_INTERNAL;
+
+/* serve_stream.c: a run answered as a stream of JSON lines (Accept:
+ * application/x-ndjson), with a run slot held. Takes over every field of
+ * the job (each freed, the slot given back, the sandbox put) whatever it
+ * returns. */
+struct nsbox_serve_stream_job
+{
+  struct nsbox_server *s;
+  nsbox_pool *pool;                 /* a single run's, or */
+  nsbox_sandbox *sandbox;           /* the live sandbox's, */
+  struct nsbox_serve_sandbox *held; /* held for the run */
+  size_t profile;
+  char *code; /* malloc'd, wiped when freed */
+  size_t code_len;
+  nsbox_run_options *options;
+  int cancel_fd; /* a duplicate of the connection's fd, or -1 */
+  double start;  /* when the request's headers came */
+};
+enum MHD_Result nsbox_serve_stream (struct MHD_Connection *c,
+                                    struct nsbox_serve_stream_job *job) NSBOX_INTERNAL;
+
 /* serve_stats.c: a run's outcome and latency for /metrics, and the
  * answers of GET /v1/health and GET /metrics. */
 enum nsbox_serve_outcome nsbox_serve_outcome_of (const nsbox_result *res) NSBOX_INTERNAL;

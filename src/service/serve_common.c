@@ -175,6 +175,17 @@ nsbox_serve_admit (struct nsbox_server *s)
 /* Who sent a run, for the audit log: the peer's uid on the unix socket,
  * its address on TCP. */
 void
+nsbox_serve_release_slot (struct nsbox_server *s)
+{
+  pthread_mutex_lock (&s->lock);
+  s->running--;
+  pthread_cond_signal (&s->slot_free);
+  if (s->running == 0 && s->queued == 0)
+    pthread_cond_broadcast (&s->idle);
+  pthread_mutex_unlock (&s->lock);
+}
+
+void
 nsbox_serve_describe_client (const struct nsbox_server *s, int fd, char *out, size_t size)
 {
   snprintf (out, size, "serve");
