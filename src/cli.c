@@ -207,6 +207,8 @@ report (const struct cli *cli, const nsbox_config *config, const nsbox_result *r
       cleanup_free char *why = nsbox_printable (nsbox_result_refused_reason (res, i));
       fprintf (stderr, "nsbox: not collected: %s (%s)\n", name ? name : "?", why ? why : "?");
     }
+  if (cli->streamed)
+    v.out_len = v.err_len = 0;
   return show (&v, config);
 }
 
@@ -301,6 +303,22 @@ report_answer (const struct cli *cli, long status, const char *answer, size_t le
   return r;
 }
 
+/* A line of a streamed answer: a piece of output goes out at once. */
+static void
+print_line (void *data, const char *line, size_t len)
+{
+  (void)data;
+  json_t *o = json_loadb (line, len, JSON_ALLOW_NUL, NULL);
+  const char *stream = json_string_value (json_object_get (o, "stream"));
+  json_t *piece = json_object_get (o, "data");
+  if (stream && json_is_string (piece))
+    {
+      int fd = strcmp (stream, "stderr") == 0 ? STDERR_FILENO : STDOUT_FILENO;
+      nsbox_write_all (fd, json_string_value (piece), json_string_length (piece));
+    }
+  json_decref (o);
+}
+
 static int
 run_on_server (const struct cli *cli, const char *code, size_t len)
 {
@@ -324,11 +342,32 @@ run_on_server (const struct cli *cli, const char *code, size_t len)
   cleanup_free char *answer = NULL;
   size_t answer_len = 0;
   char why[512];
-  if (nsbox_client_post_run (cli_extra (cli, OPT_SERVER), token, body, strlen (body), &status,
-                             &answer, &answer_len, why, sizeof why)
+  /* Plain output streams: printed as the program writes it. */
+  bool stream = !cli->json && !cli->text;
+  if (nsbox_client_stream_run (cli_extra (cli, OPT_SERVER), token, body, strlen (body),
+                               stream ? print_line : NULL, NULL, &status, &answer, &answer_len, why,
+                               sizeof why)
       < 0)
     return cli_fail ("%s", why);
-  return report_answer (cli, status, answer, answer_len);
+  if (!stream || status != 200)
+    return report_answer (cli, status, answer, answer_len);
+  /* The last line: {"result": ...}, or {"error": ...}. */
+  while (answer_len > 0 && answer[answer_len - 1] == '\n')
+    answer_len--;
+  const char *last = answer + answer_len;
+  while (last > answer && last[-1] != '\n')
+    last--;
+  json_t *o = json_loadb (last, (size_t)(answer + answer_len - last), JSON_ALLOW_NUL, NULL);
+  json_t *result = json_object_get (o, "result");
+  const char *error = json_string_value (json_object_get (o, "error"));
+  cleanup_free char *text = result ? json_dumps (result, JSON_COMPACT) : NULL;
+  json_decref (o);
+  if (!text)
+    return cli_fail ("the server could not run it: %s",
+                     error ? error : "its stream ended without a result");
+  struct cli shown = *cli;
+  shown.streamed = true;
+  return report_answer (&shown, status, text, strlen (text));
 }
 
 /* Separate invocations share a session's quotas through state files under

@@ -58,7 +58,8 @@ struct cli
 {
   const char *config_file;
   bool json;
-  bool text; /* --format text */
+  bool text;     /* --format text */
+  bool streamed; /* the output was printed as it came (nsbox run --server) */
   struct setting *settings;
   size_t nsettings;
   char **command;

@@ -41,6 +41,9 @@ struct answer
   char *buf;
   size_t len, alloc;
   bool too_large;
+  void (*on_line) (void *data, const char *line, size_t len);
+  void *data;
+  size_t lines_end; /* the lines before it were passed on */
 };
 
 static size_t
@@ -67,12 +70,27 @@ collect (char *data, size_t size, size_t n, void *arg)
   memcpy (a->buf + a->len, data, bytes);
   a->len += bytes;
   a->buf[a->len] = '\0';
+  char *nl;
+  while (a->on_line && (nl = memchr (a->buf + a->lines_end, '\n', a->len - a->lines_end)))
+    {
+      a->on_line (a->data, a->buf + a->lines_end, (size_t)(nl - (a->buf + a->lines_end)));
+      a->lines_end = (size_t)(nl - a->buf) + 1;
+    }
   return bytes;
 }
 
 int
 nsbox_client_post_run (const char *server, const char *token, const char *body, size_t body_len,
                        long *status, char **out, size_t *out_len, char *why, size_t size)
+{
+  return nsbox_client_stream_run (server, token, body, body_len, NULL, NULL, status, out, out_len,
+                                  why, size);
+}
+
+int
+nsbox_client_stream_run (const char *server, const char *token, const char *body, size_t body_len,
+                         void (*on_line) (void *data, const char *line, size_t len), void *data,
+                         long *status, char **out, size_t *out_len, char *why, size_t size)
 {
   if (nsbox_dl_load ("libcurl.so.4", curl_symbols, ARRAY_SIZE (curl_symbols), why, size) < 0)
     return -1;
@@ -112,7 +130,9 @@ nsbox_client_post_run (const char *server, const char *token, const char *body, 
     headers = curl.slist_append (headers, auth);
   /* No "Expect: 100-continue" round trip before the body. */
   headers = curl.slist_append (headers, "Expect:");
-  struct answer a = { 0 };
+  if (on_line)
+    headers = curl.slist_append (headers, "Accept: application/x-ndjson");
+  struct answer a = { .on_line = on_line, .data = data };
   curl.easy_setopt (h, CURLOPT_URL, url);
   if (socket_path)
     curl.easy_setopt (h, CURLOPT_UNIX_SOCKET_PATH, socket_path);

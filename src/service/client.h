@@ -15,5 +15,13 @@
 int nsbox_client_post_run (const char *server, const char *token, const char *body, size_t body_len,
                            long *status, char **answer, size_t *answer_len, char *why,
                            size_t size) NSBOX_INTERNAL;
+/* The same, asking for a stream of JSON lines (Accept:
+ * application/x-ndjson): on_line is called with each whole line (without
+ * its newline) as it arrives; the answer still holds every line. */
+int nsbox_client_stream_run (const char *server, const char *token, const char *body,
+                             size_t body_len,
+                             void (*on_line) (void *data, const char *line, size_t len), void *data,
+                             long *status, char **answer, size_t *answer_len, char *why,
+                             size_t size) NSBOX_INTERNAL;
 
 #endif
