@@ -82,9 +82,11 @@ enum nsbox_launch_state nsbox_launch_probe (struct nsbox_launch *launch) NSBOX_I
 /* CPU time the sandbox's processes used so far, in microseconds (cgroup
  * accounting, or the process tree in /proc), or UINT64_MAX when unknown. */
 uint64_t nsbox_launch_cpu_usec (struct nsbox_launch *launch) NSBOX_INTERNAL;
-/* The memory the sandbox's processes hold now, in bytes: the sum of
- * their proportional set sizes, from /proc (UINT64_MAX when unknown). */
-uint64_t nsbox_launch_memory_bytes (struct nsbox_launch *launch) NSBOX_INTERNAL;
+/* The sandbox's init, as the host sees it: its pid and the inode of the
+ * PID namespace of its program (for nsbox_tree_pss_bytes). While both run,
+ * before the program ran any code it was given. */
+void nsbox_launch_identity (struct nsbox_launch *launch, pid_t *pid,
+                            uint64_t *pid_namespace) NSBOX_INTERNAL;
 
 /* The runtime a sandbox of `config` uses: auto resolved. */
 enum nsbox_runtime nsbox_launch_resolve_runtime (const nsbox_config *config) NSBOX_INTERNAL;

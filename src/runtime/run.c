@@ -541,10 +541,11 @@ nsbox_launch_cpu_usec (struct nsbox_launch *r)
   return nsbox_tree_cpu_usec (r->child.pid);
 }
 
-uint64_t
-nsbox_launch_memory_bytes (struct nsbox_launch *r)
+void
+nsbox_launch_identity (struct nsbox_launch *r, pid_t *pid, uint64_t *pid_namespace)
 {
-  return nsbox_tree_pss_bytes (r->child.pid);
+  *pid = r->child.pid;
+  *pid_namespace = nsbox_child_pid_namespace (r->child.pid);
 }
 
 enum nsbox_launch_state

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -163,9 +164,10 @@ read_children (const char *path, pid_t *stack, size_t n, size_t max)
 /* The sum of each(p) over the process tree under pid, from /proc
  * (UINT64_MAX when it cannot be read): the children of every thread,
  * walked with a stack on the heap (the tree is the sandbox's, as deep as it
- * likes), at most TREE_MAX processes. */
+ * likes), at most TREE_MAX processes. A process each() says is not of the
+ * tree (false) counts nothing, and its children are not looked at. */
 static uint64_t
-tree_sum (pid_t pid, uint64_t (*each) (pid_t pid))
+tree_sum (pid_t pid, bool (*each) (pid_t pid, uint64_t ns, uint64_t *value), uint64_t ns)
 {
   if (pid <= 0)
     return UINT64_MAX;
@@ -178,7 +180,12 @@ tree_sum (pid_t pid, uint64_t (*each) (pid_t pid))
   while (n > 0 && seen++ < TREE_MAX)
     {
       pid_t p = stack[--n];
-      sum += each (p);
+      uint64_t value = 0;
+      /* pid itself is the caller's to vouch for (unprivileged, init's
+       * own files are not readable), its descendants are checked. */
+      if (!each (p, ns, &value) && p != pid)
+        continue;
+      sum += value;
       char path[64];
       snprintf (path, sizeof path, "/proc/%d/task", (int)p);
       cleanup_close int dir = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -207,38 +214,62 @@ tree_sum (pid_t pid, uint64_t (*each) (pid_t pid))
   return sum;
 }
 
-static uint64_t
-reaped_cpu_usec (pid_t pid)
+static bool
+reaped_cpu_usec (pid_t pid, uint64_t ns, uint64_t *usec)
 {
-  return process_cpu_usec (pid, true);
+  (void)ns;
+  *usec = process_cpu_usec (pid, true);
+  return true;
 }
 
 uint64_t
 nsbox_tree_cpu_usec (pid_t pid)
 {
-  return sysconf (_SC_CLK_TCK) > 0 ? tree_sum (pid, reaped_cpu_usec) : UINT64_MAX;
-}
-
-/* A process's proportional set size: its private pages and its share of
- * the pages it shares (with the launcher whose clone init is, too). */
-static uint64_t
-process_pss_bytes (pid_t pid)
-{
-  char path[64], buf[2048];
-  snprintf (path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd < 0 ? -1 : read (fd, buf, sizeof buf - 1);
-  if (n <= 0)
-    return 0;
-  buf[n] = '\0';
-  const char *pss = strstr (buf, "\nPss:");
-  return pss ? strtoull (pss + 5, NULL, 10) * 1024 : 0;
+  return sysconf (_SC_CLK_TCK) > 0 ? tree_sum (pid, reaped_cpu_usec, 0) : UINT64_MAX;
 }
 
 uint64_t
-nsbox_tree_pss_bytes (pid_t pid)
+nsbox_child_pid_namespace (pid_t pid)
 {
-  return tree_sum (pid, process_pss_bytes);
+  char path[64];
+  pid_t child = 0;
+  snprintf (path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  if (read_children (path, &child, 0, 1) != 1)
+    return 0;
+  struct stat st;
+  snprintf (path, sizeof path, "/proc/%d/ns/pid", (int)child);
+  return stat (path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* A process's proportional set size: its private pages and its share of
+ * the pages it shares (with the launcher whose clone init is, too). Read
+ * through a directory fd of /proc/PID, which stays the process's own
+ * (reads fail once it is gone, whoever takes its pid next), and only when
+ * it is in the PID namespace `ns`: a pid that a process of the sandbox
+ * left and another took counts nothing. */
+static bool
+process_pss_bytes (pid_t pid, uint64_t ns, uint64_t *bytes)
+{
+  char path[64], buf[2048];
+  snprintf (path, sizeof path, "/proc/%d", (int)pid);
+  cleanup_close int dir = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st;
+  if (dir < 0 || fstatat (dir, "ns/pid", &st, 0) < 0 || (uint64_t)st.st_ino != ns)
+    return false;
+  cleanup_close int fd = openat (dir, "smaps_rollup", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : read (fd, buf, sizeof buf - 1);
+  if (n <= 0)
+    return false;
+  buf[n] = '\0';
+  const char *pss = strstr (buf, "\nPss:");
+  *bytes = pss ? strtoull (pss + 5, NULL, 10) * 1024 : 0;
+  return true;
+}
+
+uint64_t
+nsbox_tree_pss_bytes (pid_t pid, uint64_t ns)
+{
+  return ns ? tree_sum (pid, process_pss_bytes, ns) : UINT64_MAX;
 }
 
 /* Without a cgroup to count it, the CPU time of processes reaped with the

@@ -73,8 +73,13 @@ void nsbox_sigpipe_restore (const struct nsbox_sigpipe_guard *guard) NSBOX_INTER
 /* The CPU time of the process tree under pid (every thread's children),
  * from /proc; UINT64_MAX when it cannot be read. */
 uint64_t nsbox_tree_cpu_usec (pid_t pid) NSBOX_INTERNAL;
-/* The memory of the process tree under pid: the sum of its proportional
- * set sizes, in bytes (UINT64_MAX when it cannot be read). */
-uint64_t nsbox_tree_pss_bytes (pid_t pid) NSBOX_INTERNAL;
+/* The inode of the PID namespace of pid's first child (0 when it cannot
+ * be read): a sandbox's, from its init. */
+uint64_t nsbox_child_pid_namespace (pid_t pid) NSBOX_INTERNAL;
+/* The memory of the process tree under pid whose processes are in the PID
+ * namespace ns: the sum of their proportional set sizes, in bytes
+ * (UINT64_MAX when ns is 0). Safe to call after the tree is gone: a pid
+ * now another's is not counted. */
+uint64_t nsbox_tree_pss_bytes (pid_t pid, uint64_t ns) NSBOX_INTERNAL;
 
 #endif

@@ -26,4 +26,9 @@ struct nsbox_sandbox_state
 void nsbox_sandbox_get_state (nsbox_sandbox *sandbox, struct nsbox_sandbox_state *state,
                               bool memory) NSBOX_INTERNAL;
 
+/* 0, or -EINVAL when an option asks for more than the configuration's
+ * key of the same name (a server's client may only shorten them). */
+int nsbox_sandbox_options_within (const nsbox_sandbox_options *options, const nsbox_config *config,
+                                  struct nsbox_error **err) NSBOX_INTERNAL;
+
 #endif

@@ -17,6 +17,7 @@
 #include "pool-private.h"
 #include "pool.h"
 #include "sandbox-private.h"
+#include "supervise.h"
 #include "units.h"
 #include "util.h"
 
@@ -45,9 +46,11 @@ struct nsbox_sandbox
   pthread_cond_t watch_wake;
   pthread_t watcher;
   bool watching, closing;
-  bool busy;    /* a run was asked for and is not over (watch_lock) */
-  bool ended;   /* its processes are being or were destroyed (watch_lock) */
-  bool started; /* the watcher started it, or failed to (watch_lock) */
+  bool busy;      /* a run was asked for and is not over (watch_lock) */
+  bool ended;     /* its processes are being or were destroyed (watch_lock) */
+  bool started;   /* the watcher started it, or failed to (watch_lock) */
+  pid_t init_pid; /* its init, and init's PID namespace, for its memory */
+  uint64_t init_pidns;
   int start_status;
   struct nsbox_error *start_err;
   pid_t owner;      /* the process whose thread the watcher is */
@@ -125,6 +128,32 @@ nsbox_sandbox_options_set (nsbox_sandbox_options *o, const char *key, const char
                           key);
 }
 
+int
+nsbox_sandbox_options_within (const nsbox_sandbox_options *o, const nsbox_config *c,
+                              struct nsbox_error **err)
+{
+  const struct
+  {
+    const char *key;
+    uint64_t asked, most; /* 0: no limit */
+  } keys[] = {
+    { "sandbox-idle-timeout", o->idle_timeout_ms, c->sandbox_idle_timeout_ms },
+    { "sandbox-max-lifetime", o->max_lifetime_ms, c->sandbox_max_lifetime_ms },
+    { "sandbox-max-runs", o->max_runs, c->sandbox_max_runs },
+  };
+  for (size_t i = 0; i < ARRAY_SIZE (keys); i++)
+    if (keys[i].asked != UINT64_MAX && keys[i].most
+        && (keys[i].asked == 0 || keys[i].asked > keys[i].most))
+      {
+        cleanup_free char *most = nsbox_config_get (c, keys[i].key, NULL);
+        return nsbox_error_set (err, EINVAL,
+                                "'%s' may only shorten the profile's (%s): configure a profile "
+                                "instead",
+                                keys[i].key, most ? most : "?");
+      }
+  return 0;
+}
+
 static int check_life (nsbox_sandbox *s, struct nsbox_error **err);
 
 /* When the sandbox's life ends if no run comes first. */
@@ -165,7 +194,19 @@ watch (void *arg)
   struct nsbox_launch *launch = NULL;
   struct nsbox_error *err = NULL;
   int r = nsbox_launch_start_live (nsbox_pool_config (s->pool), &launch, &err);
+  /* Its memory is counted over its PID namespace, found from its program
+   * once init has started it (a moment), before it is given any code. */
+  pid_t init_pid = 0;
+  uint64_t init_pidns = 0;
+  for (int i = 0; r >= 0 && !init_pidns && i < 400; i++)
+    {
+      nsbox_launch_identity (launch, &init_pid, &init_pidns);
+      if (!init_pidns)
+        usleep (5000);
+    }
   pthread_mutex_lock (&s->watch_lock);
+  s->init_pid = init_pid;
+  s->init_pidns = init_pidns;
   s->launch = launch;
   s->start_status = r;
   s->start_err = err;
@@ -411,10 +452,17 @@ nsbox_sandbox_get_state (nsbox_sandbox *s, struct nsbox_sandbox_state *st, bool 
                              ? s->options.max_lifetime_ms - st->age_ms
                              : 0;
   snprintf (st->why, sizeof st->why, "%s", s->gone[0] ? s->gone : "closed");
-  /* Its processes are not destroyed while this lock is held with ended
-   * false (sandbox_end): their pids are still theirs. */
-  st->memory_bytes = s->ended || !memory ? 0 : nsbox_launch_memory_bytes (s->launch);
+  pid_t pid = s->init_pid;
+  uint64_t ns = s->init_pidns;
   pthread_mutex_unlock (&s->watch_lock);
+  /* Outside the lock: the walk takes as long as the sandbox makes it. It
+   * counts only processes of the sandbox's PID namespace, whatever has
+   * happened to them since. */
+  if (memory && !st->gone)
+    {
+      uint64_t bytes = nsbox_tree_pss_bytes (pid, ns);
+      st->memory_bytes = bytes == UINT64_MAX ? 0 : bytes;
+    }
 }
 
 void
