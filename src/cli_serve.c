@@ -34,6 +34,7 @@ static const struct option serve_options[] = {
   { "body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT },
   { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
   { "max-sandboxes", required_argument, NULL, OPT_MAX_SANDBOXES },
+  { "max-sandboxes-per-client", required_argument, NULL, OPT_MAX_SANDBOXES_PER_CLIENT },
 };
 static const struct option mcp_options[] = {
   { "max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT },
@@ -174,6 +175,7 @@ serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
   o->max_concurrent = ncpu > 0 ? (uint64_t)ncpu : 2;
   o->max_queue = 64;
   o->max_sandboxes = 64;
+  o->max_sandboxes_per_client = 16;
   o->max_request_bytes = MAX_CODE_BYTES;
   if ((cli_extra (cli, OPT_MAX_CONCURRENT)
        && set_count ("max-concurrent", cli_extra (cli, OPT_MAX_CONCURRENT), 1, 4096,
@@ -184,6 +186,10 @@ serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
       || (cli_extra (cli, OPT_MAX_SANDBOXES)
           && set_count ("max-sandboxes", cli_extra (cli, OPT_MAX_SANDBOXES), 0, 4096,
                         &o->max_sandboxes)
+                 != 0)
+      || (cli_extra (cli, OPT_MAX_SANDBOXES_PER_CLIENT)
+          && set_count ("max-sandboxes-per-client", cli_extra (cli, OPT_MAX_SANDBOXES_PER_CLIENT),
+                        1, 4096, &o->max_sandboxes_per_client)
                  != 0))
     return EXIT_NSBOX_FAILED;
   if (cli_extra (cli, OPT_MAX_REQUEST_BYTES))

@@ -254,6 +254,11 @@ read_tokens (const char *path, const char **tokens, size_t *n_tokens)
     }
   ssize_t got = nsbox_read_full (fd, page, TOKEN_PAGE - 1);
   const char *why = got < 0 ? strerror (errno) : NULL;
+  char more;
+  if (!why && got == TOKEN_PAGE - 1 && read (fd, &more, 1) != 0)
+    why = "larger than 4095 bytes";
+  if (!why && got > 0 && memchr (page, '\0', (size_t)got))
+    why = "it holds a NUL byte";
   size_t n = 0;
   for (char *line = page, *end; !why && got >= 0 && *line; line = end)
     {
@@ -404,7 +409,7 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
         }
     }
   s.tcp = l.tcp;
-  s.sandboxes = nsbox_serve_sandboxes_new (o->max_sandboxes);
+  s.sandboxes = nsbox_serve_sandboxes_new (o->max_sandboxes, o->max_sandboxes_per_client);
   if (!s.sandboxes)
     {
       fail ("out of memory");

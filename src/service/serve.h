@@ -23,7 +23,8 @@ struct nsbox_serve_options
   uint64_t max_concurrent;
   uint64_t max_queue;
   uint64_t max_request_bytes;
-  uint64_t max_sandboxes; /* live sandboxes open at once (0: none) */
+  uint64_t max_sandboxes;            /* live sandboxes open at once (0: none) */
+  uint64_t max_sandboxes_per_client; /* of them, one client's */
   uint64_t max_connections;
   uint64_t max_connections_per_peer; /* 0: the listener's default */
   uint64_t header_timeout_ms, body_timeout_ms, idle_timeout_ms;

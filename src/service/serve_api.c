@@ -304,7 +304,7 @@ serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req
   nsbox_sandbox *sandbox = *held ? nsbox_serve_sandbox_of (*held, &profile) : NULL;
   rr.profile = profile;
   int parsed = parse_run (s, req, &rr, msg, sizeof msg, &root);
-  if (parsed == 0 && rr.profile != profile)
+  if (parsed == 0 && sandbox && rr.profile != profile)
     {
       snprintf (msg, sizeof msg, "the sandbox's profile is '%s', chosen when it was opened",
                 s->profiles[profile].name);
@@ -343,14 +343,12 @@ serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req
       = nsbox_mhd.get_connection_info (c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (info)
     nsbox_run_options_set_cancel_fd (rr.options, info->connect_fd, s->tcp);
-  char client[96], scope[32] = "";
+  char client[96], scope[48] = "";
   nsbox_serve_describe_client (s, info ? info->connect_fd : -1, client, sizeof client);
-  /* On the unix socket each uid's sessions are its own. */
-  struct ucred cred;
-  socklen_t cred_len = sizeof cred;
-  if (!s->tcp && info
-      && getsockopt (info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0)
-    snprintf (scope, sizeof scope, "uid %u", (unsigned)cred.uid);
+  /* Each client's sessions are its own: the peer's uid on the unix
+   * socket, the token it presented (nsbox_serve_owner). */
+  if (nsbox_serve_owner (s, c, scope, sizeof scope) < 0)
+    scope[0] = '\0';
   struct nsbox_error *err = NULL;
   if (nsbox_run_options_set_client (rr.options, client) < 0
       || nsbox_run_options_set_quota_scope (rr.options, scope[0] ? scope : NULL) < 0)

@@ -160,7 +160,8 @@ struct nsbox_serve_sandbox_stats
   uint64_t ended[NSBOX_SANDBOX_END_COUNT_];
   uint64_t next_expiry_ms; /* the soonest end of an open one (UINT64_MAX: none) */
 };
-struct nsbox_serve_sandboxes *nsbox_serve_sandboxes_new (size_t max) NSBOX_INTERNAL;
+struct nsbox_serve_sandboxes *nsbox_serve_sandboxes_new (size_t max,
+                                                         size_t max_per_client) NSBOX_INTERNAL;
 void nsbox_serve_sandboxes_free (struct nsbox_serve_sandboxes *sandboxes) NSBOX_INTERNAL;
 enum MHD_Result nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c,
                                           const char *body, size_t len) NSBOX_INTERNAL;

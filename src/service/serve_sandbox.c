@@ -9,7 +9,9 @@
  * token on TCP (nsbox_serve_owner). Another client gets the 404 of an id
  * that never was, in the same words. One that ended by itself (idle,
  * lifetime, runs, lost) answers 410 with why to its owner for
- * TOMBSTONE_MS, then 404. The registry holds at most max-sandboxes open. */
+ * TOMBSTONE_MS, then 404. The registry holds at most max-sandboxes open,
+ * at most max-sandboxes-per-client of one client; a client may only
+ * shorten its profile's sandbox-* keys. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -38,11 +40,18 @@ struct entry
   char id[33];
   char owner[48];
   size_t profile;
-  nsbox_sandbox *sandbox; /* NULL: ended, kept to tell its owner why */
+  nsbox_sandbox *sandbox; /* NULL: ended, kept to tell its owner why (or opening) */
+  bool opening;           /* being opened: counted, not found */
   unsigned refs;          /* runs holding it */
   bool deleted;           /* a DELETE waits for its runs: nobody may take it */
   uint64_t ended_ms;
   char why[160];
+};
+
+struct closing
+{
+  struct closing *next;
+  nsbox_sandbox *sandbox;
 };
 
 struct nsbox_serve_sandboxes
@@ -51,13 +60,16 @@ struct nsbox_serve_sandboxes
   pthread_cond_t released; /* an entry's refs went down */
   struct entry *head;
   size_t open; /* entries with a sandbox, and opens under way */
-  size_t max;
+  size_t max, max_per_client;
+  /* Sandboxes a sweep took out, closed once the lock is let go: closing
+   * one waits for its teardown. */
+  struct closing *to_close;
   uint64_t opened;
   uint64_t ended[NSBOX_SANDBOX_END_COUNT_];
 };
 
 struct nsbox_serve_sandboxes *
-nsbox_serve_sandboxes_new (size_t max)
+nsbox_serve_sandboxes_new (size_t max, size_t max_per_client)
 {
   struct nsbox_serve_sandboxes *r = calloc (1, sizeof *r);
   if (!r)
@@ -65,7 +77,23 @@ nsbox_serve_sandboxes_new (size_t max)
   pthread_mutex_init (&r->lock, NULL);
   pthread_cond_init (&r->released, NULL);
   r->max = max;
+  r->max_per_client = max_per_client;
   return r;
+}
+
+/* Lets the lock go, then closes what the sweep took out. */
+static void
+unlock (struct nsbox_serve_sandboxes *r)
+{
+  struct closing *list = TAKE_PTR (r->to_close);
+  pthread_mutex_unlock (&r->lock);
+  while (list)
+    {
+      struct closing *next = list->next;
+      nsbox_sandbox_close (list->sandbox);
+      free (list);
+      list = next;
+    }
 }
 
 static enum nsbox_sandbox_end
@@ -98,13 +126,21 @@ sweep (struct nsbox_serve_sandboxes *r)
           if (st.gone)
             {
               snprintf (e->why, sizeof e->why, "%s", st.why);
-              nsbox_sandbox_close (TAKE_PTR (e->sandbox));
+              struct closing *c = malloc (sizeof *c);
+              if (c)
+                {
+                  c->sandbox = TAKE_PTR (e->sandbox);
+                  c->next = r->to_close;
+                  r->to_close = c;
+                }
+              else
+                nsbox_sandbox_close (TAKE_PTR (e->sandbox));
               e->ended_ms = now;
               r->open--;
               r->ended[end_of (e->why)]++;
             }
         }
-      if (!e->sandbox && !e->refs && !e->deleted
+      if (!e->sandbox && !e->refs && !e->deleted && !e->opening
           && (now - e->ended_ms >= TOMBSTONE_MS || ++tombstones > r->max))
         {
           *p = e->next;
@@ -120,7 +156,7 @@ static struct entry *
 find (struct nsbox_serve_sandboxes *r, const char *id, const char *owner)
 {
   for (struct entry *e = r->head; e; e = e->next)
-    if (strcmp (e->id, id) == 0 && strcmp (e->owner, owner) == 0 && !e->deleted)
+    if (!e->opening && strcmp (e->id, id) == 0 && strcmp (e->owner, owner) == 0 && !e->deleted)
       return e;
   return NULL;
 }
@@ -156,7 +192,7 @@ nsbox_serve_sandbox_hold (struct nsbox_serve_sandboxes *r, const char *id, const
       e->refs++;
       *held = (struct nsbox_serve_sandbox *)e;
     }
-  pthread_mutex_unlock (&r->lock);
+  unlock (r);
   return status;
 }
 
@@ -176,7 +212,7 @@ nsbox_serve_sandbox_put (struct nsbox_serve_sandboxes *r, struct nsbox_serve_san
   e->refs--;
   pthread_cond_broadcast (&r->released);
   sweep (r);
-  pthread_mutex_unlock (&r->lock);
+  unlock (r);
 }
 
 /* ---- POST /v1/sandboxes ---- */
@@ -256,6 +292,13 @@ parse_open (struct nsbox_server *s, const char *body, size_t len, nsbox_sandbox_
         }
     }
   json_decref (root);
+  struct nsbox_error *err = NULL;
+  if (!status && nsbox_sandbox_options_within (options, s->profiles[*profile].config, &err) < 0)
+    {
+      snprintf (why, size, "%s", nsbox_error_message (err));
+      nsbox_error_free (err);
+      status = 400;
+    }
   return status;
 }
 
@@ -282,40 +325,74 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
       nsbox_serve_count (s, &s->bad_requests);
       return nsbox_serve_respond_message (c, status, why, NULL);
     }
-  pthread_mutex_lock (&r->lock);
-  sweep (r);
-  bool room = r->open < r->max;
-  if (room)
-    r->open++;
-  pthread_mutex_unlock (&r->lock);
-  if (!room)
+  /* The entry is made first, opening: it counts against both limits
+   * while the sandbox starts, and nobody finds it before it is whole. */
+  struct entry *e = calloc (1, sizeof *e);
+  if (!e)
     {
       nsbox_sandbox_options_free (options);
+      return nsbox_serve_respond_error (c, 500, "out of memory");
+    }
+  snprintf (e->owner, sizeof e->owner, "%s", owner);
+  e->profile = profile;
+  e->opening = true;
+  pthread_mutex_lock (&r->lock);
+  sweep (r);
+  size_t mine = 0;
+  for (struct entry *o = r->head; o; o = o->next)
+    mine += (o->sandbox || o->opening) && strcmp (o->owner, owner) == 0;
+  bool room = r->open < r->max && mine < r->max_per_client;
+  if (room)
+    {
+      r->open++;
+      e->next = r->head;
+      r->head = e;
+    }
+  unlock (r);
+  if (!room)
+    {
+      free (e);
+      nsbox_sandbox_options_free (options);
       nsbox_serve_count (s, &s->rejected_sandboxes);
+      if (mine >= r->max_per_client)
+        return nsbox_serve_respond_error (c, 503,
+                                          "this client holds %zu live sandboxes, the server's "
+                                          "--max-sandboxes-per-client: delete one first",
+                                          mine);
       return nsbox_serve_respond_error (c, 503,
                                         "the server holds %zu live sandboxes, its "
                                         "--max-sandboxes: delete one or retry later",
                                         r->max);
     }
-  struct entry *e = calloc (1, sizeof *e);
   nsbox_sandbox *sandbox = NULL;
-  int ret = e ? nsbox_sandbox_open (s->profiles[profile].pool, options, &sandbox, &err)
-              : nsbox_error_oom (&err);
+  int ret = nsbox_sandbox_open (s->profiles[profile].pool, options, &sandbox, &err);
   nsbox_sandbox_options_free (options);
+  json_t *o = NULL;
   pthread_mutex_lock (&r->lock);
   if (ret < 0)
-    r->open--;
+    {
+      for (struct entry **p = &r->head; *p; p = &(*p)->next)
+        if (*p == e)
+          {
+            *p = e->next;
+            break;
+          }
+      r->open--;
+    }
   else
     {
       snprintf (e->id, sizeof e->id, "%s", nsbox_sandbox_id (sandbox));
-      snprintf (e->owner, sizeof e->owner, "%s", owner);
-      e->profile = profile;
       e->sandbox = sandbox;
-      e->next = r->head;
-      r->head = e;
+      e->opening = false;
       r->opened++;
+      /* Under the lock: once it is let go, a sweep may end the entry. */
+      struct nsbox_sandbox_state st;
+      nsbox_sandbox_get_state (sandbox, &st, false);
+      o = json_pack ("{s:s,s:s,s:o,s:o}", "id", e->id, "profile", s->profiles[profile].name,
+                     "expires_at", wall_time (st.expires_in_ms), "lifetime_ends_at",
+                     wall_time (st.lifetime_left_ms));
     }
-  pthread_mutex_unlock (&r->lock);
+  unlock (r);
   if (ret < 0)
     {
       free (e);
@@ -326,11 +403,6 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
       nsbox_error_free (err);
       return failed;
     }
-  struct nsbox_sandbox_state st;
-  nsbox_sandbox_get_state (sandbox, &st, false);
-  json_t *o = json_pack ("{s:s,s:s,s:o,s:o}", "id", e->id, "profile", s->profiles[profile].name,
-                         "expires_at", wall_time (st.expires_in_ms), "lifetime_ends_at",
-                         wall_time (st.lifetime_left_ms));
   cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
   json_decref (o);
   /* Unanswered, it is still the client's: the idle timeout ends it. */
@@ -383,7 +455,7 @@ nsbox_serve_sandbox_request (struct nsbox_server *s, struct MHD_Connection *c, c
   struct entry *e = find (r, id, owner);
   if (!e)
     {
-      pthread_mutex_unlock (&r->lock);
+      unlock (r);
       return nsbox_serve_respond_message (c, not_found (id, why, sizeof why), why, NULL);
     }
   e->deleted = true;
@@ -400,7 +472,7 @@ nsbox_serve_sandbox_request (struct nsbox_server *s, struct MHD_Connection *c, c
       r->open--;
       r->ended[NSBOX_SANDBOX_END_DELETED]++;
     }
-  pthread_mutex_unlock (&r->lock);
+  unlock (r);
   nsbox_sandbox_close (e->sandbox);
   free (e);
   return nsbox_serve_respond (c, 204, "application/json", "", 0, 0);
@@ -427,7 +499,7 @@ nsbox_serve_sandboxes_stats (struct nsbox_serve_sandboxes *r, struct nsbox_serve
         if (ss.expires_in_ms < st->next_expiry_ms)
           st->next_expiry_ms = ss.expires_in_ms;
       }
-  pthread_mutex_unlock (&r->lock);
+  unlock (r);
 }
 
 const char *
@@ -441,6 +513,8 @@ nsbox_serve_sandboxes_free (struct nsbox_serve_sandboxes *r)
 {
   if (!r)
     return;
+  pthread_mutex_lock (&r->lock);
+  unlock (r);
   for (struct entry *e = r->head, *next; e; e = next)
     {
       next = e->next;
