@@ -430,7 +430,8 @@ slow_run (void *arg)
 
 Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
 {
-  static const char *const args[] = { "--pool-size", "0", "--max-sandboxes", "1", NULL };
+  static const char *const args[]
+      = { "--pool-size", "0", "--max-sandboxes", "2", "--max-sandboxes-per-client", "1", NULL };
   struct serve_job s;
   serve_start (args, &s);
   if (runsc_refused (&s, NULL))
@@ -449,6 +450,9 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
     { "{\"memory\": \"1g\"}", "unknown sandbox option 'memory'" },
     { "{\"session\": [1]}", "expected a string" },
     { "{", "malformed JSON" },
+    /* Past the profile's (10m): only shorter. */
+    { "{\"sandbox-idle-timeout\": \"11m\"}", "may only shorten the profile's (10m)" },
+    { "{\"sandbox-max-lifetime\": \"2h\"}", "may only shorten the profile's (1h)" },
   };
   char *answer;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -461,9 +465,14 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
   char id[33];
   open_sandbox (&s, NULL, "{\"sandbox-max-runs\": 2}", id);
   long st = call (&s, NULL, "POST", "/v1/sandboxes", "{}", &answer);
-  cr_assert_eq (st, 503, "a second sandbox past --max-sandboxes 1: %ld %s", st, answer);
-  cr_assert (strstr (answer, "max-sandboxes"), "%s", answer);
+  cr_assert_eq (st, 503, "a second sandbox past --max-sandboxes-per-client 1: %ld %s", st, answer);
+  cr_assert (strstr (answer, "max-sandboxes-per-client"), "%s", answer);
   free (answer);
+  /* Another client has room of its own; then the server is full. */
+  char other[4096];
+  st = as_other_uid (&s, "POST", "/v1/sandboxes", "{}", other, sizeof other);
+  cr_assert_eq (st, 201, "another client's first sandbox: %ld %s", st, other);
+  cr_assert (chmod (s.dir, 0700) == 0);
   cr_assert_eq (call (&s, NULL, "GET", "/v1/sandboxes/0123", NULL, &answer), 404);
   free (answer);
   char path[96];
@@ -495,7 +504,8 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
   open_sandbox (&s, NULL, NULL, id);
   cr_assert_eq (call (&s, NULL, "GET", "/metrics", NULL, &answer), 200);
   cr_assert (strstr (answer, "nsbox_rejected_total{reason=\"max_sandboxes\"} 1\n"), "%s", answer);
-  cr_assert (strstr (answer, "nsbox_sandboxes_opened_total 2\n"), "%s", answer);
+  cr_assert (strstr (answer, "nsbox_sandboxes_opened_total 3\n"), "%s", answer);
+  cr_assert (strstr (answer, "nsbox_sandboxes_open 2\n"), "%s", answer);
   free (answer);
   serve_stop (&s, NULL);
 }
