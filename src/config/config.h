@@ -76,6 +76,7 @@ struct nsbox_config
   uint64_t sandbox_idle_timeout_ms;
   uint64_t sandbox_max_lifetime_ms;
   uint64_t sandbox_max_runs;
+  bool mcp_per_session;  /* mcp-state: per-session */
   char *quota_state_dir; /* the CLI's state files (quota.h), or NULL: this process */
   char **base_env;       /* an image's Env resolved outside the library (the CLI), or NULL */
   size_t base_env_len;

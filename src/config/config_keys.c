@@ -235,6 +235,22 @@ get_output_capture (const nsbox_config *config)
 }
 
 static int
+set_mcp_state (nsbox_config *config, const struct config_key *key, const char *value,
+               struct nsbox_error **err)
+{
+  if (strcmp (value, "per-call") != 0 && strcmp (value, "per-session") != 0)
+    return nsbox_config_invalid_value (err, key->name, value, key->expected);
+  config->mcp_per_session = strcmp (value, "per-session") == 0;
+  return 0;
+}
+
+static char *
+get_mcp_state (const nsbox_config *config)
+{
+  return strdup (config->mcp_per_session ? "per-session" : "per-call");
+}
+
+static int
 parse_id (const char **text, uint64_t *id)
 {
   uint64_t parsed;
@@ -826,6 +842,14 @@ static const struct config_key config_keys[] = {
     NUMBER (sandbox_max_runs, nsbox_parse_count, 0, NSBOX_SANDBOX_RUNS_MAX, format_count), SCALAR,
     .help = "runs a live sandbox may have, 0 for no limit (default 0)",
     .expected = "a whole number from 0 to 1000000000" },
+  { "mcp-state",
+    .doc = "What nsbox mcp keeps between calls. per-call: nothing, every call a fresh sandbox. "
+           "per-session: one live sandbox for the client's session (opened on its first call, "
+           "closed when the client goes, after sandbox-idle-timeout, or by the reset tool), whose "
+           "variables, imports and files the next call sees.",
+    CUSTOM (mcp_state), SCALAR,
+    .help = "nsbox mcp: per-call (a fresh sandbox each call) or per-session (default per-call)",
+    .expected = "per-call or per-session" },
   { "quota-runs-per-minute",
     .doc
     = "Runs a session may start per minute, in bursts of as many (a token bucket). A refused run "

@@ -295,6 +295,7 @@ Test (config, key_table_lists_the_whole_vocabulary, .timeout = 5)
     "sandbox-idle-timeout",
     "sandbox-max-lifetime",
     "sandbox-max-runs",
+    "mcp-state",
     "quota-runs-per-minute",
     "quota-concurrent",
     "quota-cpu-time",
