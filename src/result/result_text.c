@@ -200,6 +200,8 @@ write_text (FILE *f, const nsbox_result *r)
   int ret = write_stop_reason (f, r);
   if (ret < 0)
     return ret;
+  if (r->sandbox_lost)
+    fputs ("sandbox lost: its variables, files and processes are gone\n", f);
   if (r->stdout_truncated)
     fprintf (f, "output truncated: %" PRIu64 " bytes omitted from stdout\n", r->stdout_omitted);
   if (r->stderr_truncated)
@@ -209,7 +211,10 @@ write_text (FILE *f, const nsbox_result *r)
   write_egress (f, r);
   if ((ret = write_stream (f, "stdout", out, out_len)) < 0)
     return ret;
-  return write_stream (f, "stderr", errs, err_len);
+  if ((ret = write_stream (f, "stderr", errs, err_len)) < 0)
+    return ret;
+  /* A live sandbox's run whose code ended in an expression. */
+  return r->value ? write_stream (f, "value", r->value, r->value_len) : 0;
 }
 
 char *
