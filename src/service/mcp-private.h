@@ -18,6 +18,7 @@
 #include "util.h"
 
 #define TOOL_NAME "run_python"
+#define RESET_TOOL_NAME "reset"
 #define INTERNAL_ERROR_TEXT                                                                        \
   "nsbox could not run the code: internal error; details are in the server's log"
 
@@ -33,6 +34,7 @@ struct job
   uint64_t timeout_ms; /* in force */
   char *note;          /* a line put before the result's text, or NULL */
   bool structured;     /* answer with structuredContent */
+  bool reset;          /* the reset tool (mcp-state: per-session) */
   int cancel_fd;       /* ours: closing it kills the run */
   int run_fd;          /* the run's end of the socketpair */
   bool cancelled;      /* by the client (notifications/cancelled): not answered */
@@ -58,6 +60,14 @@ struct mcp
   nsbox_pool *pool;
   uint64_t timeout_ms; /* the configured timeout: the ceiling of a call's */
   bool runsc;          /* runtime runsc: no files in or out */
+  bool per_session;    /* mcp-state: per-session */
+  /* per-session: the session's live sandbox (NULL until the first call,
+   * after a reset and once it is lost), under session_lock, which a call
+   * holds for its whole run: calls of one session run one at a time. */
+  pthread_mutex_t session_lock;
+  nsbox_sandbox *sandbox;
+  uint64_t sandboxes_opened;
+  char sandbox_gone[192]; /* why the last one ended, for the next call's note */
   const char *server_version;
   /* The main thread's alone. */
   char protocol_version[16]; /* negotiated; "" before initialize */
@@ -73,7 +83,8 @@ static inline void __attribute__ ((format (printf, 1, 2))) nsbox_mcp_log (const 
 }
 
 json_t *nsbox_mcp_tool_error (const char *text) NSBOX_INTERNAL;
-json_t *nsbox_mcp_tool_description (bool structured) NSBOX_INTERNAL;
+json_t *nsbox_mcp_tool_description (bool structured, bool per_session) NSBOX_INTERNAL;
+json_t *nsbox_mcp_reset_description (void) NSBOX_INTERNAL;
 /* Checks a call's arguments into the job: 0; -1 with a reason naming the
  * argument; -2 out of memory; -3 the host failed (logged). */
 int nsbox_mcp_prepare_job (struct mcp *s, struct job *job, json_t *args, char *why,

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "mcp.h"
+#include "config.h"
 #include "mcp-private.h"
 #include "mcp_files.h"
 #include "pool.h"
@@ -109,12 +110,116 @@ send_result (struct mcp *s, json_t *id, json_t *result)
 
 /* ---- running a call ---- */
 
+/* Adds a line before the call's text. */
+static void
+add_note (struct job *job, const char *line)
+{
+  char *note = job->note ? xasprintf ("%s\n%s", line, job->note) : strdup (line);
+  if (!note)
+    return;
+  free (job->note);
+  job->note = note;
+}
+
+/* Locked session_lock: the session's sandbox, opened when there is none
+ * (a note says so when an earlier one ended). */
+static int
+session_sandbox (struct mcp *s, struct job *job, struct nsbox_error **err)
+{
+  if (s->sandbox)
+    return 0;
+  int r = nsbox_sandbox_open (s->pool, NULL, &s->sandbox, err);
+  if (r < 0)
+    return r;
+  if (s->sandboxes_opened++ > 0)
+    {
+      cleanup_free char *line
+          = xasprintf ("note: this call ran in a fresh sandbox (%s): variables, imports and files "
+                       "of earlier calls are gone",
+                       s->sandbox_gone[0] ? s->sandbox_gone : "the last one was reset");
+      if (line)
+        add_note (job, line);
+    }
+  s->sandbox_gone[0] = '\0';
+  return 0;
+}
+
+/* mcp-state: per-session: the call in the session's sandbox. One that
+ * ended between calls (its idle timeout, its lifetime) is replaced once;
+ * one the call lost is closed, the next call gets a fresh one. */
+static int
+session_run (struct mcp *s, struct job *job, nsbox_result **res, struct nsbox_error **err)
+{
+  pthread_mutex_lock (&s->session_lock);
+  int r = 0;
+  for (int attempt = 0; attempt < 2; attempt++)
+    {
+      if ((r = session_sandbox (s, job, err)) < 0)
+        break;
+      r = nsbox_sandbox_run (s->sandbox, job->code, job->code_len, job->options, res, err);
+      if (r >= 0 || nsbox_error_errno (*err) != ESRCH || attempt > 0)
+        break;
+      snprintf (s->sandbox_gone, sizeof s->sandbox_gone, "%s", nsbox_error_message (*err));
+      nsbox_error_free (TAKE_PTR (*err));
+      nsbox_sandbox_close (TAKE_PTR (s->sandbox));
+    }
+  if (r >= 0 && nsbox_result_sandbox_lost (*res))
+    {
+      snprintf (s->sandbox_gone, sizeof s->sandbox_gone,
+                "the previous call's run lost its sandbox");
+      nsbox_sandbox_close (TAKE_PTR (s->sandbox));
+    }
+  else if (r < 0 && s->sandbox && nsbox_error_errno (*err) == ECANCELED)
+    {
+      snprintf (s->sandbox_gone, sizeof s->sandbox_gone, "a cancelled call ended the last one");
+      nsbox_sandbox_close (TAKE_PTR (s->sandbox));
+    }
+  pthread_mutex_unlock (&s->session_lock);
+  return r;
+}
+
+static void
+reset_session (struct mcp *s, struct job *job)
+{
+  pthread_mutex_lock (&s->session_lock);
+  bool had = s->sandbox != NULL;
+  nsbox_sandbox_close (TAKE_PTR (s->sandbox));
+  snprintf (s->sandbox_gone, sizeof s->sandbox_gone, "the session was reset");
+  pthread_mutex_unlock (&s->session_lock);
+  pthread_mutex_lock (&s->lock);
+  for (struct job **p = &s->running; *p; p = &(*p)->next)
+    if (*p == job)
+      {
+        *p = job->next;
+        break;
+      }
+  bool cancelled = job->cancelled;
+  s->in_flight_bytes -= job->bytes;
+  pthread_mutex_unlock (&s->lock);
+  if (!cancelled)
+    send_result (s, job->id,
+                 json_pack ("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text",
+                            had ? "reset: the sandbox and everything in it are gone; the next "
+                                  "run_python call starts in a fresh one\n"
+                                : "reset: there was no sandbox yet; the next run_python call "
+                                  "starts in a fresh one\n",
+                            "isError", false));
+  nsbox_mcp_job_free (job);
+}
+
 static void
 run_job (struct mcp *s, struct job *job)
 {
+  if (job->reset)
+    {
+      reset_session (s, job);
+      return;
+    }
   nsbox_result *res = NULL;
   struct nsbox_error *err = NULL;
-  int r = nsbox_pool_run (s->pool, job->code, job->code_len, job->options, &res, &err);
+  int r = s->per_session
+              ? session_run (s, job, &res, &err)
+              : nsbox_pool_run (s->pool, job->code, job->code_len, job->options, &res, &err);
   pthread_mutex_lock (&s->lock);
   for (struct job **p = &s->running; *p; p = &(*p)->next)
     if (*p == job)
@@ -242,8 +347,12 @@ handle_initialize (struct mcp *s, json_t *params, char *why, size_t size)
       "{s:s,s:{s:{s:b}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", chosen, "capabilities", "tools",
       "listChanged", false, "serverInfo", "name", "nsbox", "title", "nsbox Python sandbox",
       "version", s->server_version, "instructions",
-      "Use run_python to run Python code. Each call runs in a fresh sandbox: define everything "
-      "the code needs in the same call.");
+      s->per_session
+          ? "Use run_python to run Python code. The calls of this session share one sandbox: "
+            "variables, imports and files in /tmp stay from one call to the next, and the value "
+            "of the last expression comes back. Use reset to start over."
+          : "Use run_python to run Python code. Each call runs in a fresh sandbox: define "
+            "everything the code needs in the same call.");
 }
 
 static const char *
@@ -259,9 +368,13 @@ handle_tools_list (struct mcp *s, json_t *params, char *why, size_t size)
   (void)params;
   (void)why;
   (void)size;
-  return json_pack (
-      "{s:[o]}", "tools",
-      nsbox_mcp_tool_description (version_at_least (negotiated (s), STRUCTURED_SINCE)));
+  json_t *tools
+      = json_pack ("{s:[o]}", "tools",
+                   nsbox_mcp_tool_description (version_at_least (negotiated (s), STRUCTURED_SINCE),
+                                               s->per_session));
+  if (tools && s->per_session)
+    json_array_append_new (json_object_get (tools, "tools"), nsbox_mcp_reset_description ());
+  return tools;
 }
 
 static json_t *
@@ -284,13 +397,20 @@ handle_tools_call (struct mcp *s, json_t *id, json_t *params, size_t bytes)
       send_error (s, id, RPC_INVALID_PARAMS, "params.name must be a string");
       return;
     }
-  if (strcmp (json_string_value (name), TOOL_NAME) != 0)
+  bool reset = s->per_session && strcmp (json_string_value (name), RESET_TOOL_NAME) == 0;
+  if (!reset && strcmp (json_string_value (name), TOOL_NAME) != 0)
     {
-      send_error (s, id, RPC_INVALID_PARAMS, "unknown tool '%.64s' (this server has %s)",
-                  json_string_value (name), TOOL_NAME);
+      send_error (s, id, RPC_INVALID_PARAMS, "unknown tool '%.64s' (this server has %s%s)",
+                  json_string_value (name), TOOL_NAME,
+                  s->per_session ? " and " RESET_TOOL_NAME : "");
       return;
     }
   json_t *args = json_object_get (params, "arguments");
+  if (reset && args && (!json_is_object (args) || json_object_size (args) > 0))
+    {
+      send_error (s, id, RPC_INVALID_PARAMS, "%s takes no arguments", RESET_TOOL_NAME);
+      return;
+    }
   struct job *job = calloc (1, sizeof *job);
   struct nsbox_error *err = NULL;
   if (!job || !(job->options = nsbox_run_options_new (&err)))
@@ -310,9 +430,12 @@ handle_tools_call (struct mcp *s, json_t *id, json_t *params, size_t bytes)
     }
   job->id = json_incref (id);
   job->structured = version_at_least (negotiated (s), STRUCTURED_SINCE);
+  job->reset = reset;
   char why[256];
   int r = -1;
-  if (args && !json_is_object (args))
+  if (reset)
+    r = 0;
+  else if (args && !json_is_object (args))
     snprintf (why, sizeof why, "params.arguments must be an object");
   else
     {
@@ -684,6 +807,7 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
   json_set_alloc_funcs (malloc, nsbox_zeroing_free);
   pthread_mutex_init (&s.write_lock, NULL);
   pthread_mutex_init (&s.lock, NULL);
+  pthread_mutex_init (&s.session_lock, NULL);
   pthread_cond_init (&s.work, NULL);
   nsbox_cond_init_monotonic (&s.tick);
 
@@ -714,6 +838,13 @@ nsbox_mcp (nsbox_config *config, const struct nsbox_mcp_options *o)
     goto out;
   runtime = nsbox_config_get (config, "runtime", NULL);
   s.runsc = runtime && strcmp (runtime, "runsc") == 0;
+  s.per_session = config->mcp_per_session;
+  if (s.per_session && s.runsc)
+    {
+      nsbox_mcp_log ("mcp-state: per-session needs live sandboxes, which runtime runsc does not "
+                     "have yet: use runtime native, or mcp-state: per-call");
+      goto out;
+    }
   if (nsbox_pool_new (config, o->pool_options, &s.pool, &err) < 0)
     {
       nsbox_mcp_log ("%s", nsbox_error_message (err));
@@ -743,6 +874,8 @@ out:
   if (progress_started)
     pthread_join (progress, NULL);
   free (workers);
+  /* The client is gone: so is its session's sandbox, before the pool. */
+  nsbox_sandbox_close (TAKE_PTR (s.sandbox));
   nsbox_pool_free (s.pool);
   nsbox_config_free (config);
   if (sfd >= 0)
@@ -752,6 +885,7 @@ out:
   pthread_cond_destroy (&s.tick);
   pthread_cond_destroy (&s.work);
   pthread_mutex_destroy (&s.lock);
+  pthread_mutex_destroy (&s.session_lock);
   pthread_mutex_destroy (&s.write_lock);
   if (status == 0)
     nsbox_mcp_log ("stopped");

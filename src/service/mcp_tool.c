@@ -64,6 +64,11 @@ output_schema (void)
                                   "object", "null", "properties", "quota", "type", "string",
                                   "limit", "type", "string", "retry_after_ms", "type", "integer",
                                   "required", "quota", "limit", "retry_after_ms"));
+  /* mcp-state: per-session: the live sandbox's members. */
+  json_object_set_new (p, "value", json_pack ("{s:[s,s]}", "type", "string", "null"));
+  json_object_set_new (p, "sandbox_id", json_pack ("{s:s}", "type", "string"));
+  json_object_set_new (p, "sandbox_run", json_pack ("{s:s}", "type", "integer"));
+  json_object_set_new (p, "sandbox_lost", json_pack ("{s:s}", "type", "boolean"));
   /* network: proxy: the egress report; null otherwise. */
   json_object_set_new (p, "egress", json_pack ("{s:[s,s]}", "type", "object", "null"));
   json_object_set_new (
@@ -107,20 +112,41 @@ output_schema (void)
 }
 
 json_t *
-nsbox_mcp_tool_description (bool structured)
+nsbox_mcp_tool_description (bool structured, bool per_session)
 {
+  const char *description
+      = per_session
+            ? "Runs Python 3 code in an isolated sandbox kept for this session and returns its "
+              "exit code, stdout, stderr and the value of its last expression, as a Python REPL "
+              "shows it (long output keeps its head and tail). State persists between calls: "
+              "variables, functions, imports, the working directory and files in /tmp from "
+              "earlier calls are still there. Call reset to start over in a fresh sandbox. The "
+              "sandbox has a read-only root, a small writable /tmp, limited memory and CPU time, "
+              "and no network unless the server allows it."
+            : "Runs Python 3 code in a fresh, single-use, isolated sandbox and returns its exit "
+              "code, stdout and stderr (long output keeps its head and tail). Nothing persists "
+              "between calls. The sandbox has a read-only root, a small writable /tmp, limited "
+              "memory and CPU time, and no network unless the server allows it.";
   json_t *tool = json_pack (
       "{s:s,s:s,s:s,s:o,s:{s:b,s:b,s:b,s:b}}", "name", TOOL_NAME, "title", "Run Python",
-      "description",
-      "Runs Python 3 code in a fresh, single-use, isolated sandbox and returns its exit code, "
-      "stdout and stderr (long output keeps its head and tail). Nothing persists between calls. "
-      "The sandbox has a read-only root, a small writable /tmp, limited memory and CPU time, "
-      "and no network unless the server allows it.",
-      "inputSchema", input_schema (), "annotations", "readOnlyHint", false, "destructiveHint",
-      false, "idempotentHint", false, "openWorldHint", false);
+      "description", description, "inputSchema", input_schema (), "annotations", "readOnlyHint",
+      false, "destructiveHint", false, "idempotentHint", false, "openWorldHint", false);
   if (tool && structured)
     json_object_set_new (tool, "outputSchema", output_schema ());
   return tool;
+}
+
+json_t *
+nsbox_mcp_reset_description (void)
+{
+  return json_pack ("{s:s,s:s,s:s,s:{s:s,s:{},s:b},s:{s:b,s:b,s:b,s:b}}", "name", RESET_TOOL_NAME,
+                    "title", "Reset the Python sandbox", "description",
+                    "Discards this session's Python sandbox: every variable, import, file and "
+                    "process of earlier run_python calls is gone, and the next call starts in a "
+                    "fresh sandbox.",
+                    "inputSchema", "type", "object", "properties", "additionalProperties", false,
+                    "annotations", "readOnlyHint", false, "destructiveHint", true, "idempotentHint",
+                    true, "openWorldHint", false);
 }
 
 /* Checks a call's arguments into the job: 0; -1 with a reason naming the
@@ -186,6 +212,13 @@ nsbox_mcp_prepare_job (struct mcp *s, struct job *job, json_t *args, char *why, 
         }
     }
   json_t *files = json_object_get (args, "files");
+  if (files && s->per_session)
+    {
+      snprintf (why, size,
+                "argument 'files': files are not available with mcp-state per-session yet; "
+                "write them from the code, in /tmp, which persists");
+      return -1;
+    }
   if (files && s->runsc)
     {
       snprintf (why, size,
@@ -193,7 +226,8 @@ nsbox_mcp_prepare_job (struct mcp *s, struct job *job, json_t *args, char *why, 
                 "server's); run without files");
       return -1;
     }
-  int r = nsbox_mcp_files_prepare (files, !s->runsc, job->options, &job->files, why, size);
+  int r = nsbox_mcp_files_prepare (files, !s->runsc && !s->per_session, job->options, &job->files,
+                                   why, size);
   if (r == -2)
     {
       nsbox_mcp_log ("%s: %s", TOOL_NAME, why);
