@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -670,4 +670,83 @@ test('a request reusing the id of a call in flight is refused; the call is answe
   assert.deepEqual(await s.request(7, 'ping'), { jsonrpc: '2.0', id: 7, result: {} });
   s.child.stdin.end();
   assert.deepEqual(await s.exited, { code: 0, signal: null });
+});
+
+// mcp-state: per-session: one live sandbox for the connection.
+const RUNSC = process.env.NSBOX_TEST_RUNTIME === 'runsc';
+const PER_SESSION = ['--mcp-state', 'per-session', '--pool-size', '0', '--timeout', '10s'];
+
+// Under runsc the server refuses the mode at its start, saying why: what
+// each per-session test checks there instead.
+async function refusedUnderRunsc() {
+  if (!RUNSC) return false;
+  const child = spawn(NSBOX, serverArgs(PER_SESSION), { stdio: ['pipe', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (d) => (err += String(d)));
+  const code = await new Promise((resolve) => child.on('exit', (c) => resolve(c)));
+  assert.notEqual(code, 0);
+  assert.match(err, /per-session needs live sandboxes, which runtime runsc does not have/);
+  return true;
+}
+
+test('per-session: state survives between calls, the value comes back, reset starts over', { timeout: 120000 }, async () => {
+  if (await refusedUnderRunsc()) return;
+  const { client } = await connect(PER_SESSION);
+  const { tools } = await client.listTools();
+  assert.deepEqual(tools.map((t) => t.name).sort(), ['reset', 'run_python']);
+  assert.match(tools.find((t) => t.name === 'run_python').description, /State persists between calls/);
+  let r = await call(client, { code: 'import json\nx = 41\n_ = open("/tmp/kept", "w").write("yes")' });
+  assert.equal(r.structuredContent.exit_code, 0, textOf(r));
+  assert.equal(r.structuredContent.value, null);
+  r = await call(client, { code: 'json.dumps([x + 1, open("/tmp/kept").read()])' });
+  assert.equal(r.structuredContent.value, `'[42, "yes"]'`, textOf(r));
+  assert.match(textOf(r), /--- value ---\n'\[42, "yes"\]'\n/);
+  assert.equal(r.structuredContent.sandbox_run, 2);
+  const first = r.structuredContent.sandbox_id;
+  r = await client.callTool({ name: 'reset', arguments: {} });
+  assert.match(textOf(r), /^reset: the sandbox and everything in it are gone/);
+  r = await call(client, { code: 'x' });
+  assert.equal(r.structuredContent.exit_code, 1);
+  assert.match(r.structuredContent.stderr, /NameError/);
+  assert.notEqual(r.structuredContent.sandbox_id, first);
+  assert.match(textOf(r), /fresh sandbox \(the session was reset\)/);
+  await assert.rejects(client.callTool({ name: 'reset', arguments: { hard: true } }), /reset takes no arguments/);
+});
+
+// Processes whose command line names `marker`, seen from the host.
+function marked(marker) {
+  const found = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(marker)) found.push(Number(name));
+    } catch {
+      // gone
+    }
+  }
+  return found;
+}
+
+test('per-session: a lost sandbox is replaced, and the client going away ends the last one', { timeout: 120000 }, async () => {
+  if (await refusedUnderRunsc()) return;
+  const { client, transport } = await connect(PER_SESSION);
+  const marker = `nsbox-mcp-session-${process.pid}-${Date.now()}`;
+  const start = `import subprocess, sys\nbg = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '${marker}'])\ny = 1`;
+  let r = await call(client, { code: start });
+  assert.equal(r.structuredContent.exit_code, 0, textOf(r));
+  await waitFor('the background process', () => marked(marker).length === 1, 10000);
+  // A run that ignores the interrupt at its timeout loses the sandbox.
+  r = await call(client, { code: 'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.1)', timeout: 1 });
+  assert.equal(r.structuredContent.sandbox_lost, true, textOf(r));
+  assert.match(textOf(r), /sandbox lost: its variables, files and processes are gone/);
+  await waitFor('the lost sandbox\'s processes to go', () => marked(marker).length === 0, 10000);
+  r = await call(client, { code: 'y' });
+  assert.match(r.structuredContent.stderr, /NameError/);
+  assert.match(textOf(r), /note: this call ran in a fresh sandbox \(the previous call's run lost its sandbox\)/);
+  r = await call(client, { code: start.replace('y = 1', 'y = 2') });
+  await waitFor('the new background process', () => marked(marker).length === 1, 10000);
+  const server = transport.pid;
+  await client.close();
+  await waitFor('the server to exit', () => !existsSync(`/proc/${server}`), 20000);
+  await waitFor('the session sandbox\'s processes to go', () => marked(marker).length === 0, 10000);
 });
