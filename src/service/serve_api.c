@@ -375,11 +375,7 @@ serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req
   json_decref (root);
   nsbox_run_options_free (rr.options);
   cleanup_free char *json = r >= 0 ? nsbox_result_to_json (res, &err) : NULL;
-  enum nsbox_serve_outcome outcome = NSBOX_OUTCOME_ERROR;
-  if (json)
-    outcome = nsbox_serve_outcome_of (res);
-  else if (nsbox_error_errno (err) == ECANCELED)
-    outcome = NSBOX_OUTCOME_CANCELLED;
+  enum nsbox_serve_outcome outcome = nsbox_serve_outcome_of (json ? res : NULL, err);
   nsbox_serve_record (s, rr.profile, outcome, warm, seconds);
   /* A refusal: 429, the result JSON as its body, Retry-After in whole
    * seconds rounded up. */

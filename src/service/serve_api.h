@@ -137,7 +137,9 @@ enum MHD_Result nsbox_serve_stream (struct MHD_Connection *c,
 
 /* serve_stats.c: a run's outcome and latency for /metrics, and the
  * answers of GET /v1/health and GET /metrics. */
-enum nsbox_serve_outcome nsbox_serve_outcome_of (const nsbox_result *res) NSBOX_INTERNAL;
+/* The outcome of a run: its result's, or (res NULL) err's. */
+enum nsbox_serve_outcome nsbox_serve_outcome_of (const nsbox_result *res,
+                                                 const struct nsbox_error *err) NSBOX_INTERNAL;
 void nsbox_serve_record (struct nsbox_server *s, size_t profile, enum nsbox_serve_outcome outcome,
                          bool warm, double seconds) NSBOX_INTERNAL;
 enum MHD_Result nsbox_serve_health (struct nsbox_server *s,

@@ -151,6 +151,18 @@ sweep (struct nsbox_serve_sandboxes *r)
     }
 }
 
+/* Locked. */
+static void
+unlink_entry (struct nsbox_serve_sandboxes *r, struct entry *e)
+{
+  for (struct entry **p = &r->head; *p; p = &(*p)->next)
+    if (*p == e)
+      {
+        *p = e->next;
+        return;
+      }
+}
+
 /* Locked: the owner's entry of that id, or NULL. */
 static struct entry *
 find (struct nsbox_serve_sandboxes *r, const char *id, const char *owner)
@@ -371,12 +383,7 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
   pthread_mutex_lock (&r->lock);
   if (ret < 0)
     {
-      for (struct entry **p = &r->head; *p; p = &(*p)->next)
-        if (*p == e)
-          {
-            *p = e->next;
-            break;
-          }
+      unlink_entry (r, e);
       r->open--;
     }
   else
@@ -461,12 +468,7 @@ nsbox_serve_sandbox_request (struct nsbox_server *s, struct MHD_Connection *c, c
   e->deleted = true;
   while (e->refs)
     pthread_cond_wait (&r->released, &r->lock);
-  for (struct entry **p = &r->head; *p; p = &(*p)->next)
-    if (*p == e)
-      {
-        *p = e->next;
-        break;
-      }
+  unlink_entry (r, e);
   if (e->sandbox)
     {
       r->open--;

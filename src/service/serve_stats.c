@@ -1,5 +1,6 @@
 /* `nsbox serve`'s own account: the outcome and latency of every run,
  * GET /v1/health and GET /metrics. */
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -42,8 +43,10 @@ nsbox_serve_record (struct nsbox_server *s, size_t profile, enum nsbox_serve_out
 }
 
 enum nsbox_serve_outcome
-nsbox_serve_outcome_of (const nsbox_result *res)
+nsbox_serve_outcome_of (const nsbox_result *res, const struct nsbox_error *err)
 {
+  if (!res)
+    return nsbox_error_errno (err) == ECANCELED ? NSBOX_OUTCOME_CANCELLED : NSBOX_OUTCOME_ERROR;
   if (nsbox_result_quota_refusal (res))
     return NSBOX_OUTCOME_REFUSED;
   if (nsbox_result_timed_out (res))

@@ -171,11 +171,7 @@ work (void *arg)
     if (st->carry_len[stream - 1])
       piece (st, stream, NULL, 0, true);
   cleanup_free char *json = r >= 0 ? nsbox_result_to_json (res, &err) : NULL;
-  enum nsbox_serve_outcome outcome = NSBOX_OUTCOME_ERROR;
-  if (json)
-    outcome = nsbox_serve_outcome_of (res);
-  else if (nsbox_error_errno (err) == ECANCELED)
-    outcome = NSBOX_OUTCOME_CANCELLED;
+  enum nsbox_serve_outcome outcome = nsbox_serve_outcome_of (json ? res : NULL, err);
   nsbox_serve_record (j->s, j->profile, outcome, warm, nsbox_now_seconds () - j->start);
   nsbox_result_free (res);
   cleanup_free char *line = json ? xasprintf ("{\"result\":%s}", json) : NULL;

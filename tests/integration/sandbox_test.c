@@ -137,50 +137,6 @@ flag (json_t *j, const char *key)
   return json_is_true (v);
 }
 
-/* How many host processes have `marker` in their command line. */
-static int
-host_processes_with (const char *marker)
-{
-  DIR *d = opendir ("/proc");
-  cr_assert_not_null (d);
-  int found = 0;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      if (e->d_name[0] < '1' || e->d_name[0] > '9')
-        continue;
-      char path[300], cmd[4096];
-      snprintf (path, sizeof path, "/proc/%s/cmdline", e->d_name);
-      int fd = open (path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0)
-        continue;
-      ssize_t n = read (fd, cmd, sizeof cmd - 1);
-      close (fd);
-      if (n <= 0)
-        continue;
-      for (ssize_t i = 0; i < n; i++)
-        if (cmd[i] == '\0')
-          cmd[i] = ' ';
-      cmd[n] = '\0';
-      if (strstr (cmd, marker))
-        found++;
-    }
-  closedir (d);
-  return found;
-}
-
-/* The count once it is `want`, or what it is after `seconds` (scaled):
- * a process just started or just killed may take a moment to show. */
-static int
-host_processes_become (const char *marker, int want, double seconds)
-{
-  double until = now_seconds () + harness_scaled (seconds);
-  int n;
-  while ((n = host_processes_with (marker)) != want && now_seconds () < until)
-    usleep (50000);
-  return n;
-}
-
 /* A background process whose command line names `marker`. */
 static void
 start_marked (struct repl *r, char *marker, size_t size)

@@ -215,35 +215,6 @@ Test (serve_stream, a_flood_is_capped_in_the_stream_as_in_the_result, .timeout =
   serve_stop (&s, NULL);
 }
 
-static int
-host_processes_with (const char *marker)
-{
-  DIR *d = opendir ("/proc");
-  cr_assert_not_null (d);
-  int found = 0;
-  struct dirent *e;
-  while ((e = readdir (d)))
-    {
-      if (e->d_name[0] < '1' || e->d_name[0] > '9')
-        continue;
-      char path[300], cmd[4096];
-      snprintf (path, sizeof path, "/proc/%s/cmdline", e->d_name);
-      int fd = open (path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0)
-        continue;
-      ssize_t n = read (fd, cmd, sizeof cmd - 1);
-      close (fd);
-      for (ssize_t i = 0; i < n; i++)
-        if (cmd[i] == '\0')
-          cmd[i] = ' ';
-      cmd[n > 0 ? n : 0] = '\0';
-      if (n > 0 && strstr (cmd, marker))
-        found++;
-    }
-  closedir (d);
-  return found;
-}
-
 Test (serve_stream, a_client_that_hangs_up_mid_stream_gets_its_run_killed, .timeout = 120)
 {
   struct serve_job s;

@@ -2208,3 +2208,42 @@ daemon_code (char *code, size_t size, char *tag, size_t tag_size)
             "print('started')\n",
             (int)(eq - tag), tag, eq + 1);
 }
+
+int
+host_processes_with (const char *marker)
+{
+  DIR *d = opendir ("/proc");
+  cr_assert_not_null (d);
+  int found = 0;
+  struct dirent *e;
+  while ((e = readdir (d)))
+    {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9')
+        continue;
+      char path[300], cmd[4096];
+      snprintf (path, sizeof path, "/proc/%s/cmdline", e->d_name);
+      int fd = open (path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0)
+        continue;
+      ssize_t n = read (fd, cmd, sizeof cmd - 1);
+      close (fd);
+      for (ssize_t i = 0; i < n; i++)
+        if (cmd[i] == '\0')
+          cmd[i] = ' ';
+      cmd[n > 0 ? n : 0] = '\0';
+      if (n > 0 && strstr (cmd, marker))
+        found++;
+    }
+  closedir (d);
+  return found;
+}
+
+int
+host_processes_become (const char *marker, int want, double seconds)
+{
+  double until = now_seconds () + harness_scaled (seconds);
+  int n;
+  while ((n = host_processes_with (marker)) != want && now_seconds () < until)
+    usleep (50000);
+  return n;
+}

@@ -415,6 +415,12 @@ int wait_runsc_processes (pid_t launcher_pid, int at_least, int timeout_ms, char
 /* Whether a runsc binary is there (NSBOX_RUNSC or the usual directories). */
 bool runsc_installed (void);
 
+/* How many host processes have `marker` in their command line (from
+ * /proc); and that count once it is `want`, or what it is after `seconds`
+ * (scaled): a process just started or just killed may take a moment. */
+int host_processes_with (const char *marker);
+int host_processes_become (const char *marker, int want, double seconds);
+
 /* Whether any cgroup hierarchy is visible. */
 bool have_cgroups (void);
 /* Directories named nsbox-<launcher_pid>-* (any nsbox-* when launcher_pid
