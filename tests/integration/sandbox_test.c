@@ -505,3 +505,43 @@ Test (sandbox, no_fd_can_be_passed_to_the_launcher, .timeout = 120)
   cr_assert_not (flag (a, "sandbox_lost"));
   cr_assert_eq (repl_end (&r, NULL), 0);
 }
+
+/* The program turns its own descriptors against its driver: stdout and
+ * stderr dup'ed elsewhere, then every descriptor closed. Each run ends with
+ * a result that is correct for what the program did, or the sandbox
+ * clearly lost; never a hang, never another run's bytes. */
+Test (sandbox, the_program_redirects_and_closes_its_descriptors, .timeout = 120)
+{
+  if (runsc_refused ())
+    return;
+  struct repl r;
+  repl_start (&r, "5s");
+  /* stdout onto stderr: this run's print is stderr's, and the driver's
+   * own answers do not depend on it. */
+  repl_feed (&r, "import os, sys\nos.dup2(2, 1)\nprint('to-stderr', flush=True)\n5");
+  json_t *a = repl_next (&r, 30);
+  cr_assert_str_eq (str (a, "value"), "5");
+  cr_assert (strstr (str (a, "stderr"), "to-stderr"), "stderr: %s", str (a, "stderr"));
+  cr_assert_str_eq (str (a, "stdout"), "");
+  /* Both onto /dev/null: the output is gone, the run's value is not. */
+  repl_feed (&r, "fd = os.open('/dev/null', os.O_WRONLY)\nos.dup2(fd, 1)\nos.dup2(fd, 2)\n"
+                 "print('lost')\n6");
+  json_t *b = repl_next (&r, 30);
+  cr_assert_str_eq (str (b, "value"), "6");
+  cr_assert_str_eq (str (b, "stdout"), "");
+  cr_assert_str_eq (str (b, "stderr"), "");
+  cr_assert_not (flag (b, "sandbox_lost"));
+  /* Every descriptor closed: the driver cannot answer; the launcher ends
+   * the run on its own channel, and says the sandbox is lost. */
+  double t0 = now_seconds ();
+  repl_feed (&r, "os.closerange(0, 4096)\nimport time\ntime.sleep(30)");
+  json_t *c = repl_next (&r, 30);
+  cr_assert (flag (c, "sandbox_lost"), "closing every fd did not lose the sandbox");
+  cr_assert (now_seconds () - t0 < harness_scaled (5 + 2 + 3),
+             "the run took %.1f s: past its timeout and grace", now_seconds () - t0);
+  char *err;
+  repl_feed (&r, "1");
+  cr_assert_eq (repl_end (&r, &err), 125);
+  cr_assert (strstr (err, "is gone"), "stderr: %s", err);
+  free (err);
+}
