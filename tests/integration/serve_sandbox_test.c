@@ -394,7 +394,7 @@ static void *
 slow_run (void *arg)
 {
   struct slow_run *r = arg;
-  json_t *j = sandbox_run (r->s, NULL, r->id, "import time\ntime.sleep(2)", &r->status, NULL);
+  json_t *j = sandbox_run (r->s, NULL, r->id, "import time\ntime.sleep(3)", &r->status, NULL);
   json_decref (j);
   return NULL;
 }
@@ -458,7 +458,19 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
   struct slow_run r = { &s, id, 0 };
   pthread_t t;
   cr_assert (pthread_create (&t, NULL, slow_run, &r) == 0);
-  usleep (harness_scaled (0.7) * 1e6);
+  /* Once the server says it is busy (its first run began), and long
+   * before that run's 3 s are over. */
+  double until = now_seconds () + harness_scaled (10);
+  bool running = false;
+  while (!running && now_seconds () < until)
+    {
+      cr_assert_eq (sandbox_status (&s, NULL, "GET", id, &answer), 200, "%s", answer);
+      running = strstr (answer, "\"busy\":true") != NULL;
+      free (answer);
+      if (!running)
+        usleep (20000);
+    }
+  cr_assert (running, "the first run never began");
   json_t *busy = sandbox_run (&s, NULL, id, "1", &st, &answer);
   cr_assert_null (busy);
   cr_assert_eq (st, 409, "%ld %s", st, answer);
