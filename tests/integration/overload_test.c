@@ -23,16 +23,6 @@
 
 static const char token[] = "overload-token-of-some-length";
 
-static void
-stop (struct serve_job *s)
-{
-  char *log = NULL;
-  int status = serve_stop (s, &log);
-  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
-             "nsbox serve ended with status 0x%x after SIGTERM: %s", status, log);
-  free (log);
-}
-
 static struct raw_peer
 peer_of (const struct serve_job *s, const char *source)
 {
@@ -189,7 +179,7 @@ burst (bool tcp, size_t body_size)
   free (t);
   free (head);
   free (body);
-  stop (&s);
+  serve_stop_ok (&s);
 }
 
 Test (overload, two_hundred_clients_with_small_bodies_on_the_unix_socket_all_get_whole_answers,
@@ -294,7 +284,7 @@ Test (overload, a_64_mib_body_is_answered_without_being_read_into_memory, .timeo
   close (running);
   free (health);
   free (junk);
-  stop (&s);
+  serve_stop_ok (&s);
 }
 
 /* ---- slowloris ---- */
@@ -508,7 +498,7 @@ beside_slowloris (bool tcp)
              SLOW, p50_loaded * 1000, p50_idle * 1000, harness_scaled (0.020) * 1000);
   free (sl);
   free (head);
-  stop (&s);
+  serve_stop_ok (&s);
 }
 
 /* One test for both sockets: two of them side by side would each load
@@ -613,7 +603,7 @@ Test (overload, slow_headers_a_slow_body_and_an_idle_connection_are_cut_at_their
   cr_assert (flat, "the server still holds %d sockets more than before",
              proc_socket_count (s.job.pid) - base_sockets);
   free (health);
-  stop (&s);
+  serve_stop_ok (&s);
 }
 
 /* ---- the connection limits ---- */
@@ -677,7 +667,7 @@ Test (overload, past_max_connections_a_client_gets_a_whole_503, .timeout = 120)
   struct serve_job s;
   serve_start (args, &s);
   one_past (&s, 4, NULL, NULL, 503);
-  stop (&s);
+  serve_stop_ok (&s);
 }
 
 Test (overload, past_max_connections_per_peer_a_client_gets_a_whole_503, .timeout = 120)
@@ -687,7 +677,7 @@ Test (overload, past_max_connections_per_peer_a_client_gets_a_whole_503, .timeou
   struct serve_job s;
   serve_start (args, &s);
   one_past (&s, 3, NULL, NULL, 503);
-  stop (&s);
+  serve_stop_ok (&s);
 }
 
 Test (overload, on_tcp_the_per_peer_limit_is_per_address, .timeout = 120)
@@ -697,7 +687,7 @@ Test (overload, on_tcp_the_per_peer_limit_is_per_address, .timeout = 120)
   serve_start_tcp (args, token, &s);
   one_past (&s, 3, "127.0.0.1", NULL, 503);
   one_past (&s, 3, "127.0.0.1", "127.0.0.2", 200);
-  stop (&s);
+  serve_stop_ok (&s);
 }
 
 /* ---- hostile requests ---- */
@@ -884,7 +874,7 @@ Test (overload, hostile_requests_each_get_a_whole_clear_4xx, .timeout = 180)
   cr_assert (says_one (&a), "after the hostile requests: %s", describe (&a, why, sizeof why));
   raw_answer_free (&a);
   free (ok_head);
-  stop (&s);
+  serve_stop_ok (&s);
 }
 
 /* ---- out of file descriptors ---- */
@@ -1037,5 +1027,5 @@ Test (overload, out_of_fds_the_server_waits_without_spinning_and_then_answers, .
   for (int i = 0; i < n; i++)
     close (fds[i]);
   free (head);
-  stop (&s);
+  serve_stop_ok (&s);
 }

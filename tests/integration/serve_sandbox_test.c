@@ -161,17 +161,6 @@ server_cgroups (const struct serve_job *s)
   return have_cgroups () ? count_nsbox_cgroups (s->job.pid, desc, sizeof desc) : 0;
 }
 
-/* The server stops cleanly: exit 0 (a sanitizer's report would not be). */
-static void
-stop_ok (struct serve_job *s)
-{
-  char *log = NULL;
-  int status = serve_stop (s, &log);
-  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
-             "nsbox serve ended with status 0x%x: %s", status, log);
-  free (log);
-}
-
 static const char *const no_pool[] = { "--pool-size", "0", NULL };
 
 Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 180)
@@ -180,7 +169,7 @@ Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 
   serve_start (no_pool, &s);
   if (runsc_refused (&s, NULL))
     {
-      stop_ok (&s);
+      serve_stop_ok (&s);
       return;
     }
   char id[33];
@@ -226,7 +215,7 @@ Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 
   cr_assert_eq (code, 404);
   cr_assert_eq (sandbox_status (&s, NULL, "DELETE", id, &answer), 404, "%s", answer);
   free (answer);
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }
 
 /* A request as another uid: connected after dropping to OTHER_UID (the
@@ -291,7 +280,7 @@ Test (serve_sandbox, another_uid_on_the_unix_socket_gets_404, .timeout = 180)
   serve_start (no_pool, &s);
   if (runsc_refused (&s, NULL))
     {
-      stop_ok (&s);
+      serve_stop_ok (&s);
       return;
     }
   char id[33], path[96], answer[4096];
@@ -309,7 +298,7 @@ Test (serve_sandbox, another_uid_on_the_unix_socket_gets_404, .timeout = 180)
   json_t *j = run_ok (&s, NULL, id, "secret");
   cr_assert_str_eq (str (j, "value"), "'mine'");
   json_decref (j);
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }
 
 Test (serve_sandbox, another_token_gets_404, .timeout = 180)
@@ -320,7 +309,7 @@ Test (serve_sandbox, another_token_gets_404, .timeout = 180)
   serve_start_tcp (no_pool, "first-token-0123456789\nsecond-token-987654321", &s);
   if (runsc_refused (&s, a))
     {
-      stop_ok (&s);
+      serve_stop_ok (&s);
       return;
     }
   char id[33], *answer;
@@ -342,7 +331,7 @@ Test (serve_sandbox, another_token_gets_404, .timeout = 180)
   json_t *j = run_ok (&s, a, id, "secret");
   cr_assert_str_eq (str (j, "value"), "'first'");
   json_decref (j);
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }
 
 Test (serve_sandbox, the_idle_timeout_and_the_shutdown_leave_nothing_on_the_host, .timeout = 180)
@@ -351,7 +340,7 @@ Test (serve_sandbox, the_idle_timeout_and_the_shutdown_leave_nothing_on_the_host
   serve_start (no_pool, &s);
   if (runsc_refused (&s, NULL))
     {
-      stop_ok (&s);
+      serve_stop_ok (&s);
       return;
     }
   char idle[33], kept[33], idle_marker[96], kept_marker[96], *answer;
@@ -407,7 +396,7 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
   serve_start (args, &s);
   if (runsc_refused (&s, NULL))
     {
-      stop_ok (&s);
+      serve_stop_ok (&s);
       return;
     }
   static const struct
@@ -490,7 +479,7 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
   cr_assert (strstr (answer, "nsbox_sandboxes_opened_total 3\n"), "%s", answer);
   cr_assert (strstr (answer, "nsbox_sandboxes_open 2\n"), "%s", answer);
   free (answer);
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }
 
 /* Load: 50 sandboxes open at once through the server, each doing 5 runs
@@ -540,7 +529,7 @@ Test (serve_sandbox, fifty_sandboxes_at_once_each_keep_their_own_state, .timeout
   serve_start (args, &s);
   if (runsc_refused (&s, NULL))
     {
-      stop_ok (&s);
+      serve_stop_ok (&s);
       return;
     }
   static struct load loads[LOAD_THREADS];
@@ -580,5 +569,5 @@ Test (serve_sandbox, fifty_sandboxes_at_once_each_keep_their_own_state, .timeout
            "holds %.1f MiB (mean PSS of its processes, from GET /v1/sandboxes/ID)\n",
            LOAD_SANDBOXES, took, (double)total / LOAD_SANDBOXES / (1 << 20));
   cr_assert (total > 0);
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }

@@ -117,17 +117,6 @@ last_result (const struct stream_client *sc)
   return r;
 }
 
-/* The server stops cleanly: exit 0 (a sanitizer's report would not be). */
-static void
-stop_ok (struct serve_job *s)
-{
-  char *log = NULL;
-  int status = serve_stop (s, &log);
-  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
-             "nsbox serve ended with status 0x%x: %s", status, log);
-  free (log);
-}
-
 static const char *const no_pool[] = { "--pool-size", "0", NULL };
 
 #define A_PAUSE_B "import time\\nprint('a', flush=True)\\ntime.sleep(1)\\nprint('b')"
@@ -195,7 +184,7 @@ Test (serve_stream, output_reaches_the_client_as_it_is_written, .timeout = 120)
       cr_assert_str_eq (json_string_value (json_object_get (last_result (&sc), "value")), "42");
       stream_free (&sc);
     }
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }
 
 Test (serve_stream, a_flood_is_capped_in_the_stream_as_in_the_result, .timeout = 120)
@@ -223,7 +212,7 @@ Test (serve_stream, a_flood_is_capped_in_the_stream_as_in_the_result, .timeout =
   cr_assert (json_integer_value (json_object_get (r, "stdout_omitted_bytes")) > 1000000,
              "the result does not count what was not streamed");
   stream_free (&sc);
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }
 
 Test (serve_stream, a_client_that_hangs_up_mid_stream_gets_its_run_killed, .timeout = 120)
@@ -262,7 +251,7 @@ Test (serve_stream, a_client_that_hangs_up_mid_stream_gets_its_run_killed, .time
       usleep (50000);
     }
   cr_assert (counted, "the run is not counted as cancelled");
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }
 
 /* `nsbox run --server` prints `a` as it comes: timed at its stdout. */
@@ -305,5 +294,5 @@ Test (serve_stream, nsbox_run_server_prints_output_as_it_comes, .timeout = 120)
   cr_assert (waitpid (pid, &ws, 0) == pid && WIFEXITED (ws) && WEXITSTATUS (ws) == 0, "0x%x", ws);
   cr_assert_str_eq (buf, "a\nb\n");
   cr_assert (end_at - a_at >= 0.7, "'a' came only %.3f s before the end", end_at - a_at);
-  stop_ok (&s);
+  serve_stop_ok (&s);
 }

@@ -239,6 +239,9 @@ void serve_start (const char *const *extra_args, struct serve_job *s);
 /* SIGTERM, then waits (bounded); returns the server's exit status and its
  * stderr in *log (caller frees; may be NULL). */
 int serve_stop (struct serve_job *s, char **log);
+/* serve_stop, asserting the server exited 0 (a sanitizer's report, a
+ * failed drain would not). */
+void serve_stop_ok (struct serve_job *s);
 /* `nsbox run --server ... --json EXTRA` with `code` on stdin, like run_cli. */
 void serve_run (struct serve_job *s, const char *code, const char *const *extra_args,
                 struct run_out *out);

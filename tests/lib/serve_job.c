@@ -264,3 +264,13 @@ serve_run (struct serve_job *s, const char *code, const char *const *extra_args,
   free (args);
   run_cli_wait (&job, code, strlen (code), out);
 }
+
+void
+serve_stop_ok (struct serve_job *s)
+{
+  char *log = NULL;
+  int status = serve_stop (s, &log);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
+             "nsbox serve ended with status 0x%x after SIGTERM: %s", status, log);
+  free (log);
+}
