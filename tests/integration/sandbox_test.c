@@ -114,29 +114,6 @@ repl_end (struct repl *r, char **err)
   return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
 }
 
-static const char *
-str (json_t *j, const char *key)
-{
-  json_t *v = json_object_get (j, key);
-  return json_is_string (v) ? json_string_value (v) : NULL;
-}
-
-static long long
-num (json_t *j, const char *key)
-{
-  json_t *v = json_object_get (j, key);
-  cr_assert (json_is_integer (v), "no integer %s", key);
-  return json_integer_value (v);
-}
-
-static bool
-flag (json_t *j, const char *key)
-{
-  json_t *v = json_object_get (j, key);
-  cr_assert (json_is_boolean (v), "no boolean %s", key);
-  return json_is_true (v);
-}
-
 /* A background process whose command line names `marker`. */
 static void
 start_marked (struct repl *r, char *marker, size_t size)
@@ -189,24 +166,25 @@ Test (sandbox, state_survives_between_runs, .timeout = 120)
                  "def twice(v):\n    return json.dumps([v, v])\n"
                  "open('/tmp/note', 'w').write('kept')");
   json_t *a = repl_next (&r, 30);
-  cr_assert_eq (num (a, "exit_code"), 0, "run 1: %s", str (a, "stderr"));
-  cr_assert_str_eq (str (a, "value"), "4");
-  cr_assert_eq (num (a, "sandbox_run"), 1);
-  const char *id = str (a, "sandbox_id");
+  cr_assert_eq (json_int_of (a, "exit_code"), 0, "run 1: %s", json_str_of (a, "stderr"));
+  cr_assert_str_eq (json_str_of (a, "value"), "4");
+  cr_assert_eq (json_int_of (a, "sandbox_run"), 1);
+  const char *id = json_str_of (a, "sandbox_id");
   cr_assert (id && strlen (id) == 32 && strspn (id, "0123456789abcdef") == 32, "id %s", id);
   repl_feed (&r, "y = x + 1\n1/0");
   json_t *b = repl_next (&r, 30);
-  cr_assert_eq (num (b, "exit_code"), 1);
-  cr_assert (strstr (str (b, "stderr"), "ZeroDivisionError"), "stderr: %s", str (b, "stderr"));
+  cr_assert_eq (json_int_of (b, "exit_code"), 1);
+  cr_assert (strstr (json_str_of (b, "stderr"), "ZeroDivisionError"), "stderr: %s",
+             json_str_of (b, "stderr"));
   cr_assert (json_is_null (json_object_get (b, "value")));
   repl_feed (&r, "print(open('/tmp/note').read())\ntwice(y)");
   json_t *c = repl_next (&r, 30);
-  cr_assert_eq (num (c, "exit_code"), 0, "run 3: %s", str (c, "stderr"));
-  cr_assert_str_eq (str (c, "stdout"), "kept\n");
-  cr_assert_str_eq (str (c, "value"), "'[42, 42]'");
-  cr_assert_str_eq (str (c, "sandbox_id"), id);
-  cr_assert_eq (num (c, "sandbox_run"), 3);
-  cr_assert_not (flag (c, "sandbox_lost"));
+  cr_assert_eq (json_int_of (c, "exit_code"), 0, "run 3: %s", json_str_of (c, "stderr"));
+  cr_assert_str_eq (json_str_of (c, "stdout"), "kept\n");
+  cr_assert_str_eq (json_str_of (c, "value"), "'[42, 42]'");
+  cr_assert_str_eq (json_str_of (c, "sandbox_id"), id);
+  cr_assert_eq (json_int_of (c, "sandbox_run"), 3);
+  cr_assert_not (json_bool_of (c, "sandbox_lost"));
   cr_assert_eq (repl_end (&r, NULL), 0);
 }
 
@@ -219,14 +197,14 @@ Test (sandbox, two_sandboxes_share_nothing, .timeout = 120)
   repl_start (&b, "10s");
   repl_feed (&a, "secret = 1\nopen('/tmp/mine', 'w').write('a')\nimport os\nos.getpid()");
   json_t *ra = repl_next (&a, 30);
-  cr_assert_eq (num (ra, "exit_code"), 0, "%s", str (ra, "stderr"));
+  cr_assert_eq (json_int_of (ra, "exit_code"), 0, "%s", json_str_of (ra, "stderr"));
   repl_feed (&b, "import os\n"
                  "print('secret' in dir(), os.path.exists('/tmp/mine'), len(os.listdir('/proc')))");
   json_t *rb = repl_next (&b, 30);
-  cr_assert_eq (num (rb, "exit_code"), 0, "%s", str (rb, "stderr"));
-  cr_assert (strncmp (str (rb, "stdout"), "False False ", 12) == 0, "b saw: %s",
-             str (rb, "stdout"));
-  cr_assert_str_neq (str (ra, "sandbox_id"), str (rb, "sandbox_id"));
+  cr_assert_eq (json_int_of (rb, "exit_code"), 0, "%s", json_str_of (rb, "stderr"));
+  cr_assert (strncmp (json_str_of (rb, "stdout"), "False False ", 12) == 0, "b saw: %s",
+             json_str_of (rb, "stdout"));
+  cr_assert_str_neq (json_str_of (ra, "sandbox_id"), json_str_of (rb, "sandbox_id"));
   cr_assert_eq (repl_end (&a, NULL), 0);
   cr_assert_eq (repl_end (&b, NULL), 0);
 }
@@ -240,10 +218,10 @@ Test (sandbox, a_background_process_lives_until_the_sandbox_closes, .timeout = 1
   repl_start (&r, "10s");
   start_marked (&r, marker, sizeof marker);
   json_t *a = repl_next (&r, 30);
-  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
+  cr_assert_eq (json_int_of (a, "exit_code"), 0, "%s", json_str_of (a, "stderr"));
   repl_feed (&r, "bg.poll() is None");
   json_t *b = repl_next (&r, 30);
-  cr_assert_str_eq (str (b, "value"), "True");
+  cr_assert_str_eq (json_str_of (b, "value"), "True");
   cr_assert_eq (host_processes_become (marker, 1, 5), 1,
                 "the background process is not on the host");
   cr_assert_eq (repl_end (&r, NULL), 0);
@@ -260,18 +238,19 @@ Test (sandbox, timeout_interrupts_and_keeps_state, .timeout = 120)
   repl_start (&r, harness_scaled_duration (1, timeout, sizeof timeout));
   repl_feed (&r, "x = 5");
   json_t *first = repl_next (&r, 30);
-  cr_assert_eq (num (first, "exit_code"), 0, "%s", str (first, "stderr"));
+  cr_assert_eq (json_int_of (first, "exit_code"), 0, "%s", json_str_of (first, "stderr"));
   repl_feed (&r, "while True:\n    pass");
   json_t *a = repl_next (&r, 30);
   double took = now_seconds () - r.fed_at;
-  cr_assert (flag (a, "timed_out"));
-  cr_assert_eq (num (a, "exit_code"), 130);
-  cr_assert (strstr (str (a, "stderr"), "KeyboardInterrupt"), "stderr: %s", str (a, "stderr"));
-  cr_assert_not (flag (a, "sandbox_lost"));
+  cr_assert (json_bool_of (a, "timed_out"));
+  cr_assert_eq (json_int_of (a, "exit_code"), 130);
+  cr_assert (strstr (json_str_of (a, "stderr"), "KeyboardInterrupt"), "stderr: %s",
+             json_str_of (a, "stderr"));
+  cr_assert_not (json_bool_of (a, "sandbox_lost"));
   cr_assert (took < timeout_s + 2 + harness_scaled (1), "the interrupted run took %.2fs", took);
   repl_feed (&r, "x * 2");
   json_t *b = repl_next (&r, 30);
-  cr_assert_str_eq (str (b, "value"), "10");
+  cr_assert_str_eq (json_str_of (b, "value"), "10");
   cr_assert_eq (repl_end (&r, NULL), 0);
 }
 
@@ -286,16 +265,16 @@ Test (sandbox, ignoring_the_interrupt_loses_the_sandbox, .timeout = 120)
   repl_start (&r, harness_scaled_duration (2, timeout, sizeof timeout));
   start_marked (&r, marker, sizeof marker);
   json_t *first = repl_next (&r, 30);
-  cr_assert_eq (num (first, "exit_code"), 0, "%s", str (first, "stderr"));
+  cr_assert_eq (json_int_of (first, "exit_code"), 0, "%s", json_str_of (first, "stderr"));
   int seen = host_processes_become (marker, 1, 5);
   cr_assert_eq (seen, 1, "%d host processes name %s", seen, marker);
   repl_feed (&r, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n"
                  "    pass");
   json_t *a = repl_next (&r, 30);
   double took = now_seconds () - r.fed_at;
-  cr_assert (flag (a, "sandbox_lost"));
-  cr_assert (flag (a, "timed_out"));
-  cr_assert_eq (num (a, "exit_code"), 137);
+  cr_assert (json_bool_of (a, "sandbox_lost"));
+  cr_assert (json_bool_of (a, "timed_out"));
+  cr_assert_eq (json_int_of (a, "exit_code"), 137);
   cr_assert (took < timeout_s + 2 + harness_scaled (1), "the lost run took %.2fs", took);
   /* Gone from the host before the repl ends. */
   cr_assert_eq (host_processes_become (marker, 0, 2), 0, "a process of the lost sandbox is left");
@@ -318,16 +297,16 @@ Test (sandbox, hostile_fake_answers_and_a_dead_driver, .timeout = 120)
   /* A frame on stdout is output. */
   repl_feed (&r, "v = 1\nprint('D 1 0 1 3')\nprint('abc')");
   json_t *a = repl_next (&r, 30);
-  cr_assert_str_eq (str (a, "stdout"), "D 1 0 1 3\nabc\n");
+  cr_assert_str_eq (json_str_of (a, "stdout"), "D 1 0 1 3\nabc\n");
   cr_assert (json_is_null (json_object_get (a, "value")));
   /* A forged answer on the control socket ends this run only. */
   repl_feed (&r, FIND_CONTROL_FD "os.write(fd, b'D 2 7 1 4\\nfake')");
   json_t *b = repl_next (&r, 30);
-  cr_assert_eq (num (b, "sandbox_run"), 2);
+  cr_assert_eq (json_int_of (b, "sandbox_run"), 2);
   repl_feed (&r, "v + 1");
   json_t *c = repl_next (&r, 30);
-  cr_assert_str_eq (str (c, "value"), "2");
-  cr_assert_not (flag (c, "sandbox_lost"));
+  cr_assert_str_eq (json_str_of (c, "value"), "2");
+  cr_assert_not (json_bool_of (c, "sandbox_lost"));
   /* A thread that writes for ever: capped, the sandbox still answers. */
   repl_feed (&r, "import threading, sys\n"
                  "def w():\n"
@@ -336,13 +315,13 @@ Test (sandbox, hostile_fake_answers_and_a_dead_driver, .timeout = 120)
                  "threading.Thread(target=w, daemon=True).start()\n"
                  "import time\ntime.sleep(0.5)\n7");
   json_t *d = repl_next (&r, 30);
-  cr_assert (flag (d, "stdout_truncated"));
-  cr_assert_str_eq (str (d, "value"), "7");
+  cr_assert (json_bool_of (d, "stdout_truncated"));
+  cr_assert_str_eq (json_str_of (d, "value"), "7");
   /* The driver's end of the socket closed, then os._exit mid-run: lost. */
   repl_feed (&r, "os._exit(3)");
   json_t *e = repl_next (&r, 30);
-  cr_assert (flag (e, "sandbox_lost"));
-  cr_assert_eq (num (e, "exit_code"), 3);
+  cr_assert (json_bool_of (e, "sandbox_lost"));
+  cr_assert_eq (json_int_of (e, "exit_code"), 3);
   char *err;
   repl_feed (&r, "v");
   cr_assert_eq (repl_end (&r, &err), 125);
@@ -358,8 +337,8 @@ Test (sandbox, closing_the_answer_pipe_loses_the_sandbox, .timeout = 120)
   repl_start (&r, "5s");
   repl_feed (&r, FIND_CONTROL_FD "os.close(fd)");
   json_t *a = repl_next (&r, 30);
-  cr_assert (flag (a, "sandbox_lost"));
-  cr_assert_not (flag (a, "timed_out"));
+  cr_assert (json_bool_of (a, "sandbox_lost"));
+  cr_assert_not (json_bool_of (a, "timed_out"));
   cr_assert (repl_end (&r, NULL) == 0);
 }
 
@@ -378,12 +357,12 @@ Test (sandbox, max_runs_ends_the_sandbox_and_the_audit_log_names_it, .timeout = 
   run_nsbox_spawn ("repl", true, args, false, &r.job);
   repl_feed (&r, "n = 1");
   json_t *a = repl_next (&r, 30);
-  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
+  cr_assert_eq (json_int_of (a, "exit_code"), 0, "%s", json_str_of (a, "stderr"));
   char id[33];
-  snprintf (id, sizeof id, "%s", str (a, "sandbox_id"));
+  snprintf (id, sizeof id, "%s", json_str_of (a, "sandbox_id"));
   repl_feed (&r, "n + 1");
   json_t *b = repl_next (&r, 30);
-  cr_assert_str_eq (str (b, "value"), "2");
+  cr_assert_str_eq (json_str_of (b, "value"), "2");
   repl_feed (&r, "n + 2");
   char *err;
   cr_assert_eq (repl_end (&r, &err), 125);
@@ -398,7 +377,7 @@ Test (sandbox, max_runs_ends_the_sandbox_and_the_audit_log_names_it, .timeout = 
     {
       json_t *rec = json_loads (line, 0, NULL);
       cr_assert_not_null (rec, "not JSON: %s", line);
-      cr_assert_str_eq (str (rec, "sandbox_id"), id, "record: %s", line);
+      cr_assert_str_eq (json_str_of (rec, "sandbox_id"), id, "record: %s", line);
       json_decref (rec);
       records++;
     }
@@ -420,7 +399,7 @@ expect_watched_away (const char *key, const char *value, double deadline_s, bool
   repl_start_with (&r, "10s", key, value);
   start_marked (&r, marker, sizeof marker);
   json_t *a = repl_next (&r, 30);
-  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
+  cr_assert_eq (json_int_of (a, "exit_code"), 0, "%s", json_str_of (a, "stderr"));
   double opened = r.fed_at;
   int seen = host_processes_become (marker, 1, 5);
   cr_assert_eq (seen, 1, "%d host processes name %s", seen, marker);
@@ -476,7 +455,7 @@ Test (sandbox, a_flood_of_stale_answers_does_not_hold_the_launcher, .timeout = 1
                                  "time.sleep(600)");
   json_t *a = repl_next (&r, 60);
   double took = now_seconds () - r.fed_at;
-  cr_assert (flag (a, "timed_out"), "the run did not time out");
+  cr_assert (json_bool_of (a, "timed_out"), "the run did not time out");
   cr_assert (took < timeout_s + 2 + harness_scaled (1), "the flooded run took %.2fs", took);
   repl_end (&r, NULL);
 }
@@ -500,9 +479,9 @@ Test (sandbox, no_fd_can_be_passed_to_the_launcher, .timeout = 120)
                  "        pass\n"
                  "passed");
   json_t *a = repl_next (&r, 30);
-  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
-  cr_assert_str_eq (str (a, "value"), "0", "an fd reached the launcher's side");
-  cr_assert_not (flag (a, "sandbox_lost"));
+  cr_assert_eq (json_int_of (a, "exit_code"), 0, "%s", json_str_of (a, "stderr"));
+  cr_assert_str_eq (json_str_of (a, "value"), "0", "an fd reached the launcher's side");
+  cr_assert_not (json_bool_of (a, "sandbox_lost"));
   cr_assert_eq (repl_end (&r, NULL), 0);
 }
 
@@ -520,23 +499,24 @@ Test (sandbox, the_program_redirects_and_closes_its_descriptors, .timeout = 120)
    * own answers do not depend on it. */
   repl_feed (&r, "import os, sys\nos.dup2(2, 1)\nprint('to-stderr', flush=True)\n5");
   json_t *a = repl_next (&r, 30);
-  cr_assert_str_eq (str (a, "value"), "5");
-  cr_assert (strstr (str (a, "stderr"), "to-stderr"), "stderr: %s", str (a, "stderr"));
-  cr_assert_str_eq (str (a, "stdout"), "");
+  cr_assert_str_eq (json_str_of (a, "value"), "5");
+  cr_assert (strstr (json_str_of (a, "stderr"), "to-stderr"), "stderr: %s",
+             json_str_of (a, "stderr"));
+  cr_assert_str_eq (json_str_of (a, "stdout"), "");
   /* Both onto /dev/null: the output is gone, the run's value is not. */
   repl_feed (&r, "fd = os.open('/dev/null', os.O_WRONLY)\nos.dup2(fd, 1)\nos.dup2(fd, 2)\n"
                  "print('lost')\n6");
   json_t *b = repl_next (&r, 30);
-  cr_assert_str_eq (str (b, "value"), "6");
-  cr_assert_str_eq (str (b, "stdout"), "");
-  cr_assert_str_eq (str (b, "stderr"), "");
-  cr_assert_not (flag (b, "sandbox_lost"));
+  cr_assert_str_eq (json_str_of (b, "value"), "6");
+  cr_assert_str_eq (json_str_of (b, "stdout"), "");
+  cr_assert_str_eq (json_str_of (b, "stderr"), "");
+  cr_assert_not (json_bool_of (b, "sandbox_lost"));
   /* Every descriptor closed: the driver cannot answer; the launcher ends
    * the run on its own channel, and says the sandbox is lost. */
   double t0 = now_seconds ();
   repl_feed (&r, "os.closerange(0, 4096)\nimport time\ntime.sleep(30)");
   json_t *c = repl_next (&r, 30);
-  cr_assert (flag (c, "sandbox_lost"), "closing every fd did not lose the sandbox");
+  cr_assert (json_bool_of (c, "sandbox_lost"), "closing every fd did not lose the sandbox");
   cr_assert (now_seconds () - t0 < harness_scaled (5 + 2 + 3),
              "the run took %.1f s: past its timeout and grace", now_seconds () - t0);
   char *err;

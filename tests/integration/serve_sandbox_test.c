@@ -38,21 +38,6 @@ parse (const char *text)
   return j;
 }
 
-static const char *
-str (json_t *j, const char *key)
-{
-  json_t *v = json_object_get (j, key);
-  return json_is_string (v) ? json_string_value (v) : NULL;
-}
-
-static long long
-num (json_t *j, const char *key)
-{
-  json_t *v = json_object_get (j, key);
-  cr_assert (json_is_integer (v), "no integer %s", key);
-  return json_integer_value (v);
-}
-
 /* One request; the status, and the answer in *answer (caller frees). */
 static long
 call (const struct serve_job *s, const char *auth, const char *method, const char *path,
@@ -84,10 +69,10 @@ open_sandbox (const struct serve_job *s, const char *auth, const char *body, cha
   long st = call (s, auth, "POST", "/v1/sandboxes", body, &answer);
   cr_assert_eq (st, 201, "POST /v1/sandboxes: %ld %s", st, answer);
   json_t *j = parse (answer);
-  const char *got = str (j, "id");
+  const char *got = json_str_of (j, "id");
   cr_assert (got && strlen (got) == 32 && strspn (got, "0123456789abcdef") == 32,
              "not an id of 128 bits in hex: %s", answer);
-  cr_assert_not_null (str (j, "expires_at"), "no expires_at: %s", answer);
+  cr_assert_not_null (json_str_of (j, "expires_at"), "no expires_at: %s", answer);
   memcpy (id, got, 33);
   json_decref (j);
   free (answer);
@@ -121,7 +106,7 @@ run_ok (const struct serve_job *s, const char *auth, const char *id, const char 
   json_t *j = sandbox_run (s, auth, id, code, &st, &err);
   cr_assert_eq (st, 200, "run %s: %ld %s", code, st, err);
   free (err);
-  cr_assert_str_eq (str (j, "sandbox_id"), id);
+  cr_assert_str_eq (json_str_of (j, "sandbox_id"), id);
   return j;
 }
 
@@ -175,15 +160,16 @@ Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 
   char id[33];
   open_sandbox (&s, NULL, "{\"sandbox-idle-timeout\": \"5m\"}", id);
   json_t *a = run_ok (&s, NULL, id, "import json\nx = 41\nopen('/tmp/f', 'w').write('kept')");
-  cr_assert_eq (num (a, "exit_code"), 0, "%s", str (a, "stderr"));
-  cr_assert_eq (num (a, "sandbox_run"), 1);
+  cr_assert_eq (json_int_of (a, "exit_code"), 0, "%s", json_str_of (a, "stderr"));
+  cr_assert_eq (json_int_of (a, "sandbox_run"), 1);
   json_t *b = run_ok (&s, NULL, id, "raise ValueError('boom')");
-  cr_assert_eq (num (b, "exit_code"), 1);
-  cr_assert (strstr (str (b, "stderr"), "ValueError: boom"), "%s", str (b, "stderr"));
+  cr_assert_eq (json_int_of (b, "exit_code"), 1);
+  cr_assert (strstr (json_str_of (b, "stderr"), "ValueError: boom"), "%s",
+             json_str_of (b, "stderr"));
   json_t *c = run_ok (&s, NULL, id, "json.dumps([x + 1, open('/tmp/f').read()])");
-  cr_assert_eq (num (c, "exit_code"), 0, "%s", str (c, "stderr"));
-  cr_assert_str_eq (str (c, "value"), "'[42, \"kept\"]'");
-  cr_assert_eq (num (c, "sandbox_run"), 3);
+  cr_assert_eq (json_int_of (c, "exit_code"), 0, "%s", json_str_of (c, "stderr"));
+  cr_assert_str_eq (json_str_of (c, "value"), "'[42, \"kept\"]'");
+  cr_assert_eq (json_int_of (c, "sandbox_run"), 3);
   json_decref (a);
   json_decref (b);
   json_decref (c);
@@ -192,8 +178,9 @@ Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 
   cr_assert_eq (sandbox_status (&s, NULL, "GET", id, &answer), 200, "%s", answer);
   json_t *st = parse (answer);
   free (answer);
-  cr_assert_eq (num (st, "runs"), 3);
-  cr_assert (num (st, "memory_bytes") > (1 << 20), "memory_bytes %lld", num (st, "memory_bytes"));
+  cr_assert_eq (json_int_of (st, "runs"), 3);
+  cr_assert (json_int_of (st, "memory_bytes") > (1 << 20), "memory_bytes %lld",
+             json_int_of (st, "memory_bytes"));
   json_decref (st);
 
   char marker[96];
@@ -296,7 +283,7 @@ Test (serve_sandbox, another_uid_on_the_unix_socket_gets_404, .timeout = 180)
   long st = as_other_uid (&s, "POST", "/v1/sandboxes", "{}", answer, sizeof answer);
   cr_assert_eq (st, 201, "%s", answer);
   json_t *j = run_ok (&s, NULL, id, "secret");
-  cr_assert_str_eq (str (j, "value"), "'mine'");
+  cr_assert_str_eq (json_str_of (j, "value"), "'mine'");
   json_decref (j);
   serve_stop_ok (&s);
 }
@@ -329,7 +316,7 @@ Test (serve_sandbox, another_token_gets_404, .timeout = 180)
   cr_assert_eq (st, 401, "%s", answer);
   free (answer);
   json_t *j = run_ok (&s, a, id, "secret");
-  cr_assert_str_eq (str (j, "value"), "'first'");
+  cr_assert_str_eq (json_str_of (j, "value"), "'first'");
   json_decref (j);
   serve_stop_ok (&s);
 }
@@ -513,7 +500,7 @@ load_worker (void *arg)
           snprintf (code, sizeof code, "n = n + 1\nn");
         snprintf (want, sizeof want, "%d", (l->first + i) * 1000 + run);
         json_t *j = run_ok (l->s, NULL, l->ids[i], code);
-        const char *value = str (j, "value");
+        const char *value = json_str_of (j, "value");
         if (run > 0 && (!value || strcmp (value, want) != 0))
           l->wrong++;
         json_decref (j);
@@ -560,8 +547,8 @@ Test (serve_sandbox, fifty_sandboxes_at_once_each_keep_their_own_state, .timeout
         cr_assert_eq (sandbox_status (&s, NULL, "GET", loads[t].ids[i], &answer), 200);
         json_t *st = parse (answer);
         free (answer);
-        total += (uint64_t)num (st, "memory_bytes");
-        cr_assert_eq (num (st, "runs"), 5);
+        total += (uint64_t)json_int_of (st, "memory_bytes");
+        cr_assert_eq (json_int_of (st, "runs"), 5);
         json_decref (st);
       }
   fprintf (stderr,

@@ -2247,3 +2247,26 @@ host_processes_become (const char *marker, int want, double seconds)
     usleep (50000);
   return n;
 }
+
+const char *
+json_str_of (json_t *j, const char *key)
+{
+  json_t *v = json_object_get (j, key);
+  return json_is_string (v) ? json_string_value (v) : NULL;
+}
+
+long long
+json_int_of (json_t *j, const char *key)
+{
+  json_t *v = json_object_get (j, key);
+  cr_assert (json_is_integer (v), "no integer %s", key);
+  return json_integer_value (v);
+}
+
+bool
+json_bool_of (json_t *j, const char *key)
+{
+  json_t *v = json_object_get (j, key);
+  cr_assert (json_is_boolean (v), "no boolean %s", key);
+  return json_is_true (v);
+}

@@ -355,6 +355,11 @@ const char *run_describe (struct run_out *out);
 
 /* Result fields; each asserts the JSON is there and the field has the type. */
 json_t *run_json (struct run_out *out);
+/* A member of a JSON object: a string (NULL when it is none), an integer
+ * or a boolean (asserted to be one). */
+const char *json_str_of (json_t *j, const char *key);
+long long json_int_of (json_t *j, const char *key);
+bool json_bool_of (json_t *j, const char *key);
 long long run_json_int (struct run_out *out, const char *key);
 bool run_json_bool (struct run_out *out, const char *key);
 /* A string field, or NULL when it is JSON null. */
