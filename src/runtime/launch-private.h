@@ -96,8 +96,9 @@ struct nsbox_launch
   /* A live sandbox (live.c): the launcher's ends of the control pipes
    * (code_fd writes the code, answer_fd reads the answers), the program's
    * pidfd once found, the CPU time counted so far, and the driver's
-   * command line. */
-  int code_fd, answer_fd;
+   * command line; code_child_fd is the driver's end of the code pipe, the
+   * fd it waits on (0, its stdin, for a single run). */
+  int code_fd, answer_fd, code_child_fd;
   int program_pidfd;
   uint64_t live_cpu_usec;
   char *live_argv[8];

@@ -34,6 +34,11 @@ int nsbox_launch_start (const nsbox_config *config, struct nsbox_launch **launch
 int nsbox_launch_start_live (const nsbox_config *config, struct nsbox_launch **launch,
                              struct nsbox_error **err) NSBOX_INTERNAL;
 
+/* A live sandbox's first run counts its CPU time from `usec` (as
+ * nsbox_launch_cpu_usec gave it; a warm pool's entry: when it was taken),
+ * not from the sandbox's start. */
+void nsbox_launch_count_cpu_from (struct nsbox_launch *launch, uint64_t usec) NSBOX_INTERNAL;
+
 /* Run number `run` of a live sandbox: its code, supervised with the
  * dispatch's timeout and caps, fills `res` (in_sandbox, value; 0 also when
  * the run ended the sandbox: then res->sandbox_lost, and nothing of it
@@ -69,7 +74,7 @@ void nsbox_launch_destroy (struct nsbox_launch *launch) NSBOX_INTERNAL;
 enum nsbox_launch_state
 {
   NSBOX_LAUNCH_STARTING = 0, /* the program is still initialising */
-  NSBOX_LAUNCH_WAITING,      /* the program blocks reading its stdin */
+  NSBOX_LAUNCH_WAITING,      /* the program blocks reading its code (a live driver: its pipe) */
   NSBOX_LAUNCH_BROKEN,       /* init gone, a report arrived, or output came */
 };
 

@@ -223,28 +223,31 @@ find_program (pid_t init)
   return (pid_t)pid;
 }
 
-/* Whether the program sits in read(0, ...): /proc/PID/syscall is
+/* Whether the program sits in read(fd, ...): /proc/PID/syscall is
  * "NR ARG0 ..." while it blocks in a system call. */
 static bool
-program_reads_stdin (pid_t pid)
+program_reads (pid_t pid, int fd)
 {
-  char path[64], buf[256];
+  char path[64], buf[256], arg[24];
   snprintf (path, sizeof path, "/proc/%d/syscall", (int)pid);
   if (nsbox_read_small (path, buf, sizeof buf) < 0)
     return false;
   char *end;
   long nr = strtol (buf, &end, 10);
-  return end != buf && nr == SYS_read && strncmp (end, " 0x0 ", 5) == 0;
+  int n = snprintf (arg, sizeof arg, " 0x%x ", (unsigned)fd);
+  return end != buf && nr == SYS_read && strncmp (end, arg, (size_t)n) == 0;
 }
 
-/* The one child of init is the program: waiting once it sits in read(0). */
+/* The one child of init is the program: waiting once it sits in a read
+ * of its code (stdin; a live sandbox's driver, its code pipe). */
 static enum nsbox_launch_state
 native_probe (struct nsbox_launch *r)
 {
   if (r->native.program <= 0)
     r->native.program = find_program (r->child.pid);
-  return r->native.program > 0 && program_reads_stdin (r->native.program) ? NSBOX_LAUNCH_WAITING
-                                                                          : NSBOX_LAUNCH_STARTING;
+  return r->native.program > 0 && program_reads (r->native.program, r->code_child_fd)
+             ? NSBOX_LAUNCH_WAITING
+             : NSBOX_LAUNCH_STARTING;
 }
 
 pid_t

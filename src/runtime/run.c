@@ -353,7 +353,7 @@ nsbox_launch_check_files (const nsbox_config *c, enum nsbox_runtime runtime, boo
 }
 
 /* A live sandbox runs the driver (live.c) with the interpreter the
- * config's command names, and gets the control socket. */
+ * config's command names, and gets the code and answer pipes. */
 static int
 prepare_live (struct nsbox_launch *r, const nsbox_config *c, struct nsbox_error **err)
 {
@@ -382,6 +382,7 @@ prepare_live (struct nsbox_launch *r, const nsbox_config *c, struct nsbox_error 
   for (int i = 0; i < 2; i++)
     snprintf (r->live_fd_args[i], sizeof r->live_fd_args[i], "%d",
               NSBOX_CHILD_FIRST_FREE_FD + (int)c->inputs_len + i);
+  r->code_child_fd = NSBOX_CHILD_FIRST_FREE_FD + (int)c->inputs_len;
   size_t n = 0;
   r->live_argv[n++] = c->command[0];
   r->live_argv[n++] = (char *)"-u";
@@ -551,11 +552,11 @@ nsbox_launch_identity (struct nsbox_launch *r, pid_t *pid, uint64_t *pid_namespa
 enum nsbox_launch_state
 nsbox_launch_probe (struct nsbox_launch *r)
 {
-  struct pollfd p[4] = {
-    { r->child.pidfd, POLLIN, 0 },
-    { r->streams.report_fd, POLLIN, 0 },
-    { r->streams.stdout_fd, POLLIN, 0 },
-    { r->streams.stderr_fd, POLLIN, 0 },
+  /* A live sandbox's driver answers only runs it was given. */
+  struct pollfd p[5] = {
+    { r->child.pidfd, POLLIN, 0 },       { r->streams.report_fd, POLLIN, 0 },
+    { r->streams.stdout_fd, POLLIN, 0 }, { r->streams.stderr_fd, POLLIN, 0 },
+    { r->answer_fd, POLLIN, 0 },
   };
   int n = r->child.pidfd < 0 ? 1 : poll (p, ARRAY_SIZE (p), 0);
   if (n < 0 && errno == EINTR)
