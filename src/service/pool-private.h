@@ -15,6 +15,7 @@
 struct nsbox_pool_options
 {
   uint64_t size;
+  uint64_t sandboxes; /* entries for live sandboxes (nsbox_sandbox_open) */
   uint64_t max_age_ms;
   uint64_t refill;
 };

@@ -67,16 +67,35 @@ struct entry
   struct entry *next;
 };
 
+/* The entries of one kind: for single runs, or live sandboxes
+ * (nsbox_sandbox_open), whose program is the driver (live.c). */
+struct shelf
+{
+  struct entry *ready, **ready_tail; /* oldest first */
+  size_t n_ready, n_starting;
+  uint64_t size; /* how many it keeps */
+  bool live;
+  /* Whether it is filled yet: live sandboxes only once one was opened
+   * from the pool, so that a pool that never opens one pays nothing. */
+  bool wanted;
+};
+
+enum
+{
+  SHELF_SINGLE,
+  SHELF_LIVE,
+  SHELF_COUNT_
+};
+
 struct nsbox_pool
 {
   nsbox_config *config;
   struct nsbox_pool_options options;
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  struct entry *ready, **ready_tail; /* oldest first */
-  struct entry *graveyard;           /* discarded and spent entries, freed by the threads */
-  size_t n_ready, n_starting;
-  size_t in_flight; /* runs between take and result */
+  struct shelf shelves[SHELF_COUNT_];
+  struct entry *graveyard; /* discarded and spent entries, freed by the threads */
+  size_t in_flight;        /* runs between take and result */
   bool stopping;
   unsigned generation;
   char *identity;
@@ -173,12 +192,13 @@ bury_locked (struct nsbox_pool *p, struct entry *e)
   pthread_cond_broadcast (&p->wake);
 }
 
-/* Starts one entry and waits until its program blocks on its stdin. */
+/* Starts one entry and waits until its program blocks reading its code. */
 static int
-start_entry (struct nsbox_pool *p, struct entry **out, struct nsbox_error **err)
+start_entry (struct nsbox_pool *p, bool live, struct entry **out, struct nsbox_error **err)
 {
   struct nsbox_launch *launch = NULL;
-  int r = nsbox_launch_start (p->config, &launch, err);
+  int r = live ? nsbox_launch_start_live (p->config, &launch, err)
+               : nsbox_launch_start (p->config, &launch, err);
   if (r < 0)
     return r;
   uint64_t deadline = nsbox_now_ms () + START_DEADLINE_MS, pause_us = 200;
@@ -247,22 +267,39 @@ sweep_locked (struct nsbox_pool *p, bool check_identity)
         }
     }
   uint64_t t = nsbox_now_ms ();
-  for (struct entry **pe = &p->ready; *pe;)
+  for (struct shelf *sh = p->shelves; sh < p->shelves + SHELF_COUNT_; sh++)
     {
-      struct entry *e = *pe;
-      if (e->generation == p->generation && t - e->ready_ms <= p->options.max_age_ms
-          && nsbox_launch_probe (e->launch) == NSBOX_LAUNCH_WAITING)
+      for (struct entry **pe = &sh->ready; *pe;)
         {
-          pe = &e->next;
-          continue;
+          struct entry *e = *pe;
+          if (e->generation == p->generation && t - e->ready_ms <= p->options.max_age_ms
+              && nsbox_launch_probe (e->launch) == NSBOX_LAUNCH_WAITING)
+            {
+              pe = &e->next;
+              continue;
+            }
+          *pe = e->next;
+          sh->n_ready--;
+          bury_locked (p, e);
         }
-      *pe = e->next;
-      p->n_ready--;
-      bury_locked (p, e);
+      sh->ready_tail = &sh->ready;
+      while (*sh->ready_tail)
+        sh->ready_tail = &(*sh->ready_tail)->next;
     }
-  p->ready_tail = &p->ready;
-  while (*p->ready_tail)
-    p->ready_tail = &(*p->ready_tail)->next;
+}
+
+/* The shelf a refill thread should start an entry for now, or NULL. A
+ * start clones this process: its copy-on-write faults and the new
+ * program's start would land on the runs in flight. With an entry of its
+ * kind still ready it waits for them to end. Single runs first. */
+static struct shelf *
+shelf_to_fill (struct nsbox_pool *p)
+{
+  for (struct shelf *sh = p->shelves; sh < p->shelves + SHELF_COUNT_; sh++)
+    if (sh->wanted && sh->n_ready + sh->n_starting < sh->size
+        && (p->in_flight == 0 || sh->n_ready == 0))
+      return sh;
+  return NULL;
 }
 
 static void
@@ -307,20 +344,17 @@ refill_main (void *arg)
           pthread_mutex_lock (&p->lock);
           continue;
         }
-      /* A start clones this process: its copy-on-write faults and the new
-       * program's start would land on the runs in flight. With an entry
-       * still ready it waits for them to end. */
-      if (!a.sweeper && p->n_ready + p->n_starting < p->options.size && now >= p->backoff_until_ms
-          && (p->in_flight == 0 || p->n_ready == 0))
+      struct shelf *sh = a.sweeper || now < p->backoff_until_ms ? NULL : shelf_to_fill (p);
+      if (sh)
         {
-          p->n_starting++;
+          sh->n_starting++;
           unsigned generation = p->generation;
           pthread_mutex_unlock (&p->lock);
           struct entry *e = NULL;
           struct nsbox_error *why = NULL;
-          int r = start_entry (p, &e, &why);
+          int r = start_entry (p, sh->live, &e, &why);
           pthread_mutex_lock (&p->lock);
-          p->n_starting--;
+          sh->n_starting--;
           if (r < 0 || !e)
             {
               p->stats.start_failures++;
@@ -338,9 +372,9 @@ refill_main (void *arg)
               bury_locked (p, e);
               continue;
             }
-          *p->ready_tail = e;
-          p->ready_tail = &e->next;
-          p->n_ready++;
+          *sh->ready_tail = e;
+          sh->ready_tail = &e->next;
+          sh->n_ready++;
           p->stats.started++;
           continue;
         }
@@ -371,8 +405,15 @@ nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options, n
   if (options)
     p->options = *options;
   else
-    p->options = (struct nsbox_pool_options){ 2, 300000, 1 };
-  p->ready_tail = &p->ready;
+    p->options = (struct nsbox_pool_options){ .size = 2, .max_age_ms = 300000, .refill = 1 };
+  for (int i = 0; i < SHELF_COUNT_; i++)
+    p->shelves[i].ready_tail = &p->shelves[i].ready;
+  p->shelves[SHELF_SINGLE].size = p->options.size;
+  p->shelves[SHELF_SINGLE].wanted = true;
+  /* Under runsc a live sandbox is refused (run.c): none is kept. */
+  if (nsbox_launch_resolve_runtime (config) != NSBOX_RUNTIME_RUNSC)
+    p->shelves[SHELF_LIVE].size = p->options.sandboxes;
+  p->shelves[SHELF_LIVE].live = true;
   p->config = nsbox_config_dup (config, err);
   if (!p->config)
     {
@@ -432,7 +473,8 @@ nsbox_pool_free (nsbox_pool *p)
     {
       /* A forked copy: the threads are the parent's, so are the entries
        * (their handles are freed, nothing of them touched). */
-      struct entry *lists[] = { p->ready, p->graveyard };
+      struct entry *lists[]
+          = { p->shelves[SHELF_SINGLE].ready, p->shelves[SHELF_LIVE].ready, p->graveyard };
       for (size_t i = 0; i < ARRAY_SIZE (lists); i++)
         for (struct entry *e = lists[i], *next; e; e = next)
           {
@@ -447,16 +489,21 @@ nsbox_pool_free (nsbox_pool *p)
   pthread_mutex_lock (&p->lock);
   p->stopping = true;
   pthread_cond_broadcast (&p->wake);
-  struct entry *all = p->ready;
-  p->ready = NULL;
-  p->n_ready = 0;
+  struct entry *all[SHELF_COUNT_];
+  for (int i = 0; i < SHELF_COUNT_; i++)
+    {
+      all[i] = p->shelves[i].ready;
+      p->shelves[i].ready = NULL;
+      p->shelves[i].n_ready = 0;
+    }
   pthread_mutex_unlock (&p->lock);
   /* Entries die with the threads that cloned them: destroy them first. */
-  for (struct entry *e = all, *next; e; e = next)
-    {
-      next = e->next;
-      destroy_entry (e);
-    }
+  for (int i = 0; i < SHELF_COUNT_; i++)
+    for (struct entry *e = all[i], *next; e; e = next)
+      {
+        next = e->next;
+        destroy_entry (e);
+      }
   for (size_t i = 0; i < p->n_threads; i++)
     pthread_join (p->threads[i], NULL);
   for (struct entry *e = p->graveyard, *next; e; e = next)
@@ -471,21 +518,22 @@ nsbox_pool_free (nsbox_pool *p)
   free (p);
 }
 
-/* The oldest entry that is still exactly as it was when ready, or NULL. */
+/* The shelf's oldest entry that is still exactly as it was when ready, or
+ * NULL. */
 static struct entry *
-take_entry (struct nsbox_pool *p, uint64_t *cpu_at_dispatch)
+take_entry (struct nsbox_pool *p, struct shelf *sh, uint64_t *cpu_at_dispatch)
 {
   for (;;)
     {
       pthread_mutex_lock (&p->lock);
-      struct entry *e = p->ready;
+      struct entry *e = sh->ready;
       if (e)
         {
-          p->ready = e->next;
-          if (!p->ready)
-            p->ready_tail = &p->ready;
-          p->n_ready--;
-          if (p->n_ready == 0)
+          sh->ready = e->next;
+          if (!sh->ready)
+            sh->ready_tail = &sh->ready;
+          sh->n_ready--;
+          if (sh->n_ready == 0)
             pthread_cond_broadcast (&p->wake);
         }
       bool stale = e
@@ -645,7 +693,8 @@ pool_run (nsbox_pool *p, const char *code, size_t code_len, const nsbox_run_opti
   bool foreign = p->foreign;
   pthread_mutex_unlock (&p->lock);
   /* A forked copy serves cold: its entries are the parent's. */
-  struct entry *e = foreign || cold_config ? NULL : take_entry (p, &cpu_at_dispatch);
+  struct entry *e
+      = foreign || cold_config ? NULL : take_entry (p, &p->shelves[SHELF_SINGLE], &cpu_at_dispatch);
   *warm = e != NULL;
   if (e)
     {
@@ -705,9 +754,11 @@ nsbox_pool_get_stats (nsbox_pool *p, struct nsbox_pool_stats *stats)
 {
   pthread_mutex_lock (&p->lock);
   *stats = p->stats;
-  stats->ready = p->n_ready;
-  stats->starting = p->n_starting;
+  stats->ready = p->shelves[SHELF_SINGLE].n_ready;
+  stats->starting = p->shelves[SHELF_SINGLE].n_starting;
   stats->size = p->options.size;
+  stats->sandboxes_ready = p->shelves[SHELF_LIVE].n_ready;
+  stats->sandboxes_size = p->shelves[SHELF_LIVE].size;
   pthread_mutex_unlock (&p->lock);
 }
 
@@ -715,9 +766,34 @@ size_t
 nsbox_pool_ready (nsbox_pool *p)
 {
   pthread_mutex_lock (&p->lock);
-  size_t n = p->n_ready;
+  size_t n = p->shelves[SHELF_SINGLE].n_ready;
   pthread_mutex_unlock (&p->lock);
   return n;
+}
+
+struct nsbox_launch *
+nsbox_pool_take_sandbox (nsbox_pool *p)
+{
+  pthread_mutex_lock (&p->lock);
+  bool foreign = p->foreign;
+  struct shelf *sh = &p->shelves[SHELF_LIVE];
+  if (!sh->wanted)
+    {
+      sh->wanted = true;
+      pthread_cond_broadcast (&p->wake);
+    }
+  pthread_mutex_unlock (&p->lock);
+  uint64_t cpu = 0;
+  struct entry *e = foreign ? NULL : take_entry (p, sh, &cpu);
+  if (!e)
+    return NULL;
+  struct nsbox_launch *launch = e->launch;
+  free (e);
+  nsbox_launch_count_cpu_from (launch, cpu);
+  pthread_mutex_lock (&p->lock);
+  p->stats.sandboxes_warm++;
+  pthread_mutex_unlock (&p->lock);
+  return launch;
 }
 
 struct pooled_run

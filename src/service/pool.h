@@ -13,11 +13,13 @@
 
 struct nsbox_pool_stats
 {
-  uint64_t warm, cold, errors;  /* runs served */
-  uint64_t started;             /* entries that reached their stdin read */
-  uint64_t discarded;           /* entries destroyed without a run */
-  uint64_t start_failures;      /* entries that failed to start */
-  size_t ready, starting, size; /* now */
+  uint64_t warm, cold, errors;            /* runs served */
+  uint64_t started;                       /* entries that reached their stdin read */
+  uint64_t discarded;                     /* entries destroyed without a run */
+  uint64_t start_failures;                /* entries that failed to start */
+  uint64_t sandboxes_warm;                /* live sandboxes taken from the pool */
+  size_t ready, starting, size;           /* now: entries for single runs */
+  size_t sandboxes_ready, sandboxes_size; /* now: entries for live sandboxes */
 };
 
 void nsbox_pool_get_stats (nsbox_pool *pool, struct nsbox_pool_stats *stats) NSBOX_INTERNAL;
@@ -51,6 +53,15 @@ int nsbox_pool_check_options (nsbox_pool *pool, const nsbox_run_options *options
 
 /* How many entries wait for a run now. */
 size_t nsbox_pool_ready (nsbox_pool *pool) NSBOX_INTERNAL;
+
+/* A live sandbox's launch, started and checked like a single run's entry
+ * (its driver waiting for code, nothing done since), to be owned by the
+ * caller; NULL when none is ready (or in a forked copy of the process).
+ * The first call starts the filling of the pool's live entries. It
+ * dies with the pool's refill thread that started it: the caller
+ * destroys it before nsbox_pool_free. */
+struct nsbox_launch;
+struct nsbox_launch *nsbox_pool_take_sandbox (nsbox_pool *pool) NSBOX_INTERNAL;
 
 /* The pool's own configuration (its image resolved to a rootfs). */
 const nsbox_config *nsbox_pool_config (nsbox_pool *pool) NSBOX_INTERNAL;

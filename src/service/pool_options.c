@@ -23,6 +23,7 @@ nsbox_pool_options_new (struct nsbox_error **err)
       return NULL;
     }
   o->size = 2;
+  o->sandboxes = 1;
   o->max_age_ms = 300000;
   o->refill = 1;
   return o;
@@ -51,6 +52,16 @@ nsbox_pool_options_set (nsbox_pool_options *o, const char *key, const char *valu
       o->size = v;
       return 0;
     }
+  if (strcmp (key, "sandboxes") == 0)
+    {
+      if (nsbox_parse_count (value, &v) < 0 || v > POOL_MAX_SIZE)
+        return nsbox_error_set (err, EINVAL,
+                                "invalid value '%s' for pool option 'sandboxes': expected a "
+                                "number of live sandboxes from 0 to %d",
+                                value, POOL_MAX_SIZE);
+      o->sandboxes = v;
+      return 0;
+    }
   if (strcmp (key, "max-age") == 0)
     {
       /* At least a second: a shorter life would start and discard
@@ -74,7 +85,7 @@ nsbox_pool_options_set (nsbox_pool_options *o, const char *key, const char *valu
       return 0;
     }
   return nsbox_error_set (err, EINVAL,
-                          "unknown pool option '%s' (known: size, max-age, "
+                          "unknown pool option '%s' (known: size, sandboxes, max-age, "
                           "refill-concurrency)",
                           key);
 }

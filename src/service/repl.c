@@ -182,6 +182,7 @@ nsbox_repl (nsbox_config *config, int in_fd, bool json)
   nsbox_sandbox *sandbox = NULL;
   int status = 0;
   if (!po || nsbox_pool_options_set (po, "size", "0", &err) < 0
+      || nsbox_pool_options_set (po, "sandboxes", "0", &err) < 0
       || nsbox_pool_new (config, po, &pool, &err) < 0
       || nsbox_sandbox_open (pool, NULL, &sandbox, &err) < 0)
     {

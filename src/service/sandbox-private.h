@@ -17,6 +17,7 @@ struct nsbox_sandbox_state
   uint64_t lifetime_left_ms; /* until its sandbox-max-lifetime (UINT64_MAX: none) */
   uint64_t memory_bytes;     /* its processes' proportional set sizes; 0 once gone */
   bool busy;                 /* a run is in progress */
+  bool warm;                 /* taken from the warm pool, not started when opened */
   bool gone;                 /* destroyed: why says why */
   char why[160];
 };

@@ -49,6 +49,7 @@ struct nsbox_sandbox
   bool busy;      /* a run was asked for and is not over (watch_lock) */
   bool ended;     /* its processes are being or were destroyed (watch_lock) */
   bool started;   /* the watcher started it, or failed to (watch_lock) */
+  bool warm;      /* taken from the pool's live entries */
   pid_t init_pid; /* its init, and init's PID namespace, for its memory */
   uint64_t init_pidns;
   int start_status;
@@ -183,17 +184,24 @@ watch_sleep (nsbox_sandbox *s, uint64_t until)
  * shortly after (the run's end moves the idle deadline anyway). */
 #define WATCH_RETRY_MS 100
 
-/* The watcher starts the sandbox too: its init's parent-death signal
- * follows the thread that created it, so a sandbox opened from a
- * short-lived thread (a server's connection) must not be that thread's. It
- * lives as long as the sandbox, and its end kills what is left. */
+/* The watcher starts the sandbox too, when the pool has none ready: its
+ * init's parent-death signal follows the thread that created it, so a
+ * sandbox opened from a short-lived thread (a server's connection) must
+ * not be that thread's. (A warm one's is the pool's refill thread, which
+ * lives until the pool is freed.) It lives as long as the sandbox, and its
+ * end kills what is left. */
 static void *
 watch (void *arg)
 {
   nsbox_sandbox *s = arg;
   struct nsbox_launch *launch = NULL;
   struct nsbox_error *err = NULL;
-  int r = nsbox_launch_start_live (nsbox_pool_config (s->pool), &launch, &err);
+  /* From the warm pool when it has one ready; else cold, here. */
+  int r = 0;
+  launch = nsbox_pool_take_sandbox (s->pool);
+  bool cold = !launch;
+  if (cold)
+    r = nsbox_launch_start_live (nsbox_pool_config (s->pool), &launch, &err);
   /* Its memory is counted over its PID namespace, found from its program
    * once init has started it (a moment), before it is given any code. */
   pid_t init_pid = 0;
@@ -211,6 +219,7 @@ watch (void *arg)
   s->start_status = r;
   s->start_err = err;
   s->started = true;
+  s->warm = r >= 0 && !cold;
   s->opened_ms = s->last_ms = nsbox_now_ms ();
   pthread_cond_broadcast (&s->watch_wake);
   while (r >= 0 && !s->closing)
@@ -442,6 +451,7 @@ nsbox_sandbox_get_state (nsbox_sandbox *s, struct nsbox_sandbox_state *st, bool 
   pthread_mutex_lock (&s->watch_lock);
   st->runs = s->runs;
   st->busy = s->busy;
+  st->warm = s->warm;
   st->gone = s->ended;
   st->age_ms = now - s->opened_ms;
   st->idle_ms = s->busy || now < s->last_ms ? 0 : now - s->last_ms;

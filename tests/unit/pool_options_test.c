@@ -37,6 +37,8 @@ Test (pool_options, valid_values_are_taken, .timeout = 5)
   cr_assert_eq (nsbox_pool_options_set (o, "size", "1024", &err), 0);
   cr_assert_eq (nsbox_pool_options_set (o, "max-age", "90s", &err), 0);
   cr_assert_eq (nsbox_pool_options_set (o, "refill-concurrency", "64", &err), 0);
+  cr_assert_eq (nsbox_pool_options_set (o, "sandboxes", "0", &err), 0);
+  cr_assert_eq (nsbox_pool_options_set (o, "sandboxes", "1024", &err), 0);
   nsbox_pool_options_free (o);
 }
 
@@ -54,6 +56,8 @@ Test (pool_options, bad_values_and_keys_are_refused_by_name, .timeout = 5)
     { "max-age", "soon", "'max-age'" },
     { "refill-concurrency", "0", "'refill-concurrency'" },
     { "refill-concurrency", "65", "'refill-concurrency'" },
+    { "sandboxes", "1025", "'sandboxes'" },
+    { "sandboxes", "many", "'sandboxes'" },
     { "colour", "red", "unknown pool option 'colour'" },
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
