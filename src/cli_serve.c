@@ -28,6 +28,7 @@ static const struct option serve_options[] = {
   { "pool-size", required_argument, NULL, OPT_POOL_SIZE },
   { "pool-max-age", required_argument, NULL, OPT_POOL_MAX_AGE },
   { "pool-refill", required_argument, NULL, OPT_POOL_REFILL },
+  { "pool-sandboxes", required_argument, NULL, OPT_POOL_SANDBOXES },
   { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
   { "max-connections-per-peer", required_argument, NULL, OPT_MAX_PER_PEER },
   { "header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT },
@@ -42,6 +43,7 @@ static const struct option mcp_options[] = {
   { "pool-size", required_argument, NULL, OPT_POOL_SIZE },
   { "pool-max-age", required_argument, NULL, OPT_POOL_MAX_AGE },
   { "pool-refill", required_argument, NULL, OPT_POOL_REFILL },
+  { "pool-sandboxes", required_argument, NULL, OPT_POOL_SANDBOXES },
 };
 
 /* ---- nsbox serve ---- */
@@ -145,7 +147,7 @@ serve_profiles (const struct cli *cli, struct nsbox_serve_profile *profiles, siz
 }
 
 /* The pool options shared with serve: --pool-size, --pool-max-age,
- * --pool-refill. */
+ * --pool-refill, --pool-sandboxes. */
 static int
 pool_settings (const struct cli *cli, nsbox_pool_options *options)
 {
@@ -156,7 +158,8 @@ pool_settings (const struct cli *cli, nsbox_pool_options *options)
     const char *key;
   } pool_keys[] = { { OPT_POOL_SIZE, "size" },
                     { OPT_POOL_MAX_AGE, "max-age" },
-                    { OPT_POOL_REFILL, "refill-concurrency" } };
+                    { OPT_POOL_REFILL, "refill-concurrency" },
+                    { OPT_POOL_SANDBOXES, "sandboxes" } };
   for (size_t i = 0; i < ARRAY_SIZE (pool_keys); i++)
     if (cli_extra (cli, pool_keys[i].opt)
         && nsbox_pool_options_set (options, pool_keys[i].key, cli_extra (cli, pool_keys[i].opt),
@@ -299,9 +302,9 @@ cmd_mcp (int argc, char **argv)
   if (!config)
     ret = cli_fail ("%s", nsbox_error_message (err));
   if (ret == 0)
-    ret = pool_settings (&cli, o.pool_options);
-  if (ret == 0)
     ret = cli_configure (&cli, config);
+  if (ret == 0)
+    ret = pool_settings (&cli, o.pool_options);
   if (ret == 0)
     ret = nsbox_mcp (TAKE_PTR (config), &o);
   nsbox_config_free (config);

@@ -425,10 +425,10 @@ describe (struct nsbox_server *s, struct MHD_Connection *c, struct entry *e)
 {
   struct nsbox_sandbox_state st;
   nsbox_sandbox_get_state (e->sandbox, &st, true);
-  json_t *o = json_pack ("{s:s,s:s,s:I,s:I,s:I,s:b,s:I,s:o,s:o}", "id", e->id, "profile",
+  json_t *o = json_pack ("{s:s,s:s,s:I,s:I,s:I,s:b,s:b,s:I,s:o,s:o}", "id", e->id, "profile",
                          s->profiles[e->profile].name, "runs", (json_int_t)st.runs, "age_ms",
                          (json_int_t)st.age_ms, "idle_ms", (json_int_t)st.idle_ms, "busy", st.busy,
-                         "memory_bytes", (json_int_t)st.memory_bytes, "expires_at",
+                         "warm", st.warm, "memory_bytes", (json_int_t)st.memory_bytes, "expires_at",
                          wall_time (st.expires_in_ms), "lifetime_ends_at",
                          wall_time (st.lifetime_left_ms));
   cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;

@@ -67,8 +67,10 @@ nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c)
       struct nsbox_pool_stats st;
       nsbox_pool_get_stats (s->profiles[i].pool, &st);
       json_object_set_new (profiles, s->profiles[i].name,
-                           json_pack ("{s:I,s:I,s:I}", "ready", (json_int_t)st.ready, "starting",
-                                      (json_int_t)st.starting, "size", (json_int_t)st.size));
+                           json_pack ("{s:I,s:I,s:I,s:I}", "ready", (json_int_t)st.ready,
+                                      "starting", (json_int_t)st.starting, "size",
+                                      (json_int_t)st.size, "sandboxes_ready",
+                                      (json_int_t)st.sandboxes_ready));
     }
   pthread_mutex_lock (&s->lock);
   bool draining = s->draining;
@@ -180,6 +182,17 @@ nsbox_serve_metrics (struct nsbox_server *s, struct MHD_Connection *c)
            "# TYPE nsbox_pool_size gauge\n");
   for (size_t p = 0; p < s->n_profiles; p++)
     add (&t, "nsbox_pool_size{profile=\"%s\"} %zu\n", s->profiles[p].name, st[p].size);
+  add (&t, "# HELP nsbox_pool_sandboxes_ready Live sandboxes started and waiting to be "
+           "opened.\n"
+           "# TYPE nsbox_pool_sandboxes_ready gauge\n");
+  for (size_t p = 0; p < s->n_profiles; p++)
+    add (&t, "nsbox_pool_sandboxes_ready{profile=\"%s\"} %zu\n", s->profiles[p].name,
+         st[p].sandboxes_ready);
+  add (&t, "# HELP nsbox_pool_sandboxes_size Live sandboxes each pool keeps started.\n"
+           "# TYPE nsbox_pool_sandboxes_size gauge\n");
+  for (size_t p = 0; p < s->n_profiles; p++)
+    add (&t, "nsbox_pool_sandboxes_size{profile=\"%s\"} %zu\n", s->profiles[p].name,
+         st[p].sandboxes_size);
   add (&t, "# HELP nsbox_pool_discarded_total Pooled sandboxes destroyed without a run.\n"
            "# TYPE nsbox_pool_discarded_total counter\n");
   for (size_t p = 0; p < s->n_profiles; p++)
