@@ -146,12 +146,17 @@ server_cgroups (const struct serve_job *s)
   return have_cgroups () ? count_nsbox_cgroups (s->job.pid, desc, sizeof desc) : 0;
 }
 
+/* No single-run entries; the default one live sandbox kept ready once a
+ * sandbox was opened. */
 static const char *const no_pool[] = { "--pool-size", "0", NULL };
+/* Nothing started but what a test opens: every cgroup of the server is
+ * then one of its sandboxes'. */
+static const char *const nothing_pooled[] = { "--pool-size", "0", "--pool-sandboxes", "0", NULL };
 
 Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 180)
 {
   struct serve_job s;
-  serve_start (no_pool, &s);
+  serve_start (nothing_pooled, &s);
   if (runsc_refused (&s, NULL))
     {
       serve_stop_ok (&s);
@@ -203,6 +208,105 @@ Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 
   cr_assert_eq (sandbox_status (&s, NULL, "DELETE", id, &answer), 404, "%s", answer);
   free (answer);
   serve_stop_ok (&s);
+}
+
+/* The value of the metric line that starts with `name`, or -1. */
+static long
+metric (const struct serve_job *s, const char *name)
+{
+  char *answer;
+  cr_assert_eq (call (s, NULL, "GET", "/metrics", NULL, &answer), 200);
+  const char *at = strstr (answer, name);
+  long v = at ? strtol (at + strlen (name), NULL, 10) : -1;
+  free (answer);
+  return v;
+}
+
+static bool
+warm (const struct serve_job *s, const char *id)
+{
+  char *answer;
+  cr_assert_eq (sandbox_status (s, NULL, "GET", id, &answer), 200, "%s", answer);
+  json_t *st = parse (answer);
+  free (answer);
+  bool w = json_bool_of (st, "warm");
+  json_decref (st);
+  return w;
+}
+
+/* The PID namespace of the host process that `marker` names. */
+static unsigned long
+marked_pid_namespace (const char *marker)
+{
+  pid_t pid = host_process_with (marker);
+  cr_assert (pid > 0, "no host process names %s", marker);
+  char path[64];
+  struct stat st;
+  snprintf (path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+  cr_assert (stat (path, &st) == 0, "%s: %s", path, strerror (errno));
+  return (unsigned long)st.st_ino;
+}
+
+/* Sandboxes taken from the pool's live entries: each its own process tree
+ * (its own PID namespace, seen on the host) and its own interpreter (its
+ * own hash seed), with nothing of another's, and none kept under runsc. */
+Test (serve_sandbox, warm_sandboxes_are_each_fresh_and_their_own, .timeout = 180)
+{
+  static const char *const args[] = { "--pool-size", "0", "--pool-sandboxes", "2", NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  if (harness_is_runsc ())
+    {
+      cr_assert_eq (metric (&s, "nsbox_pool_sandboxes_size{profile=\"default\"} "), 0,
+                    "a runsc pool keeps live sandboxes it cannot open");
+      cr_assert (runsc_refused (&s, NULL));
+      serve_stop_ok (&s);
+      return;
+    }
+  cr_assert_eq (metric (&s, "nsbox_pool_sandboxes_size{profile=\"default\"} "), 2);
+  /* None is started before the first open. */
+  usleep (500000);
+  cr_assert_eq (metric (&s, "nsbox_pool_sandboxes_ready{profile=\"default\"} "), 0,
+                "live sandboxes were started before any was asked for");
+  char first[33];
+  open_sandbox (&s, NULL, "{}", first);
+  cr_assert (!warm (&s, first), "the first sandbox cannot have been warm");
+  double until = now_seconds () + harness_scaled (30);
+  while (metric (&s, "nsbox_pool_sandboxes_ready{profile=\"default\"} ") < 2
+         && now_seconds () < until)
+    usleep (50000);
+  cr_assert_eq (metric (&s, "nsbox_pool_sandboxes_ready{profile=\"default\"} "), 2,
+                "the pool did not start its two live sandboxes");
+  char ids[2][33], markers[2][96];
+  long hashes[2];
+  for (int i = 0; i < 2; i++)
+    {
+      open_sandbox (&s, NULL, "{}", ids[i]);
+      cr_assert (warm (&s, ids[i]), "sandbox %d was not taken from the pool", i);
+      char code[96];
+      snprintf (code, sizeof code, "mine = %d\nhash('nsbox')", i);
+      json_t *j = run_ok (&s, NULL, ids[i], code);
+      cr_assert_eq (json_int_of (j, "exit_code"), 0, "%s", json_str_of (j, "stderr"));
+      cr_assert_eq (json_int_of (j, "sandbox_run"), 1);
+      hashes[i] = strtol (json_str_of (j, "value"), NULL, 10);
+      json_decref (j);
+      start_marked (&s, ids[i], markers[i], sizeof markers[i]);
+    }
+  cr_assert_neq (hashes[0], hashes[1], "two warm sandboxes share a hash seed");
+  cr_assert_neq (marked_pid_namespace (markers[0]), marked_pid_namespace (markers[1]),
+                 "two warm sandboxes share a PID namespace");
+  for (int i = 0; i < 2; i++)
+    {
+      json_t *j = run_ok (&s, NULL, ids[i], "mine");
+      char want[8];
+      snprintf (want, sizeof want, "%d", i);
+      cr_assert_str_eq (json_str_of (j, "value"), want);
+      json_decref (j);
+    }
+  serve_stop_ok (&s);
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq (host_processes_become (markers[i], 0, 3), 0,
+                  "a warm sandbox's process outlived the server");
 }
 
 /* A request as another uid: connected after dropping to OTHER_UID (the

@@ -2209,8 +2209,10 @@ daemon_code (char *code, size_t size, char *tag, size_t tag_size)
             (int)(eq - tag), tag, eq + 1);
 }
 
-int
-host_processes_with (const char *marker)
+/* The host processes whose command line holds `marker`; the first's pid
+ * in *first. */
+static int
+host_processes_scan (const char *marker, pid_t *first)
 {
   DIR *d = opendir ("/proc");
   cr_assert_not_null (d);
@@ -2231,11 +2233,24 @@ host_processes_with (const char *marker)
         if (cmd[i] == '\0')
           cmd[i] = ' ';
       cmd[n > 0 ? n : 0] = '\0';
-      if (n > 0 && strstr (cmd, marker))
-        found++;
+      if (n > 0 && strstr (cmd, marker) && found++ == 0 && first)
+        *first = (pid_t)strtol (e->d_name, NULL, 10);
     }
   closedir (d);
   return found;
+}
+
+int
+host_processes_with (const char *marker)
+{
+  return host_processes_scan (marker, NULL);
+}
+
+pid_t
+host_process_with (const char *marker)
+{
+  pid_t first = 0;
+  return host_processes_scan (marker, &first) > 0 ? first : 0;
 }
 
 int

@@ -427,6 +427,8 @@ bool runsc_installed (void);
  * /proc); and that count once it is `want`, or what it is after `seconds`
  * (scaled): a process just started or just killed may take a moment. */
 int host_processes_with (const char *marker);
+/* The pid of one of them, or 0. */
+pid_t host_process_with (const char *marker);
 int host_processes_become (const char *marker, int want, double seconds);
 
 /* Whether any cgroup hierarchy is visible. */
