@@ -431,6 +431,41 @@ int host_processes_with (const char *marker);
 pid_t host_process_with (const char *marker);
 int host_processes_become (const char *marker, int want, double seconds);
 
+/* `nsbox repl --json` fed block by block (repl_job.c): a live sandbox of
+ * the library's, its result lines read as they come. Its sandbox's
+ * processes carry `tag` (make_run_tag) in their environment. */
+#define REPL_MAX_RESULTS 32
+struct repl_job
+{
+  struct run_job job;
+  char buf[1 << 20];
+  size_t len;
+  json_t *results[REPL_MAX_RESULTS]; /* freed by repl_end */
+  size_t n;
+  double fed_at; /* when the last block was fed */
+  char tag[64];
+};
+void repl_start (struct repl_job *r, const char *timeout);
+/* With one more flag and its value (key NULL: none). */
+void repl_start_with (struct repl_job *r, const char *timeout, const char *key, const char *value);
+/* One block (an empty line ends it). */
+void repl_feed (struct repl_job *r, const char *block);
+/* The next result line, within `seconds` (scaled); NULL at EOF. */
+json_t *repl_next (struct repl_job *r, double seconds);
+/* Closes stdin, waits for the repl; its exit status, stderr in *err. */
+int repl_end (struct repl_job *r, char **err);
+/* Under runsc, a live sandbox is refused, saying so: true then. */
+bool repl_runsc_refused (void);
+/* Python: fd, the driver's answer pipe (the highest pipe the program has). */
+#define REPL_FIND_ANSWER_FD                                                                        \
+  "import os, stat\n"                                                                              \
+  "def is_pipe(f):\n"                                                                              \
+  "    try:\n"                                                                                     \
+  "        return stat.S_ISFIFO(os.fstat(f).st_mode)\n"                                            \
+  "    except OSError:\n"                                                                          \
+  "        return False\n"                                                                         \
+  "fd = [f for f in range(3, 64) if is_pipe(f)][-1]\n"
+
 /* Whether any cgroup hierarchy is visible. */
 bool have_cgroups (void);
 /* Directories named nsbox-<launcher_pid>-* (any nsbox-* when launcher_pid
