@@ -54,6 +54,7 @@ struct collect
   uint64_t unlisted; /* refusals past NSBOX_OUTPUTS_REFUSED_LISTED */
   uint64_t bytes;    /* budget left */
   unsigned files;
+  bool take; /* remove each collected file from /tmp/out */
 };
 
 /* Listed one by one up to NSBOX_OUTPUTS_REFUSED_LISTED, then counted. */
@@ -86,8 +87,8 @@ add_file (struct nsbox_result *res, const char *name, uint64_t size, const char 
 
 /* ---- one file ---- */
 
-static int
-open_beneath (int dirfd, const char *name, uint64_t flags)
+int
+nsbox_open_beneath (int dirfd, const char *name, uint64_t flags)
 {
   struct open_how how = {
     .flags = flags | O_CLOEXEC | O_NOFOLLOW,
@@ -179,7 +180,7 @@ collect_one (int out_fd, int dir_fd, const char *name, struct collect *c)
     }
   /* O_NONBLOCK: should the entry have become a FIFO since fstatat, the
    * open does not wait for a writer. */
-  cleanup_close int from = open_beneath (out_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  cleanup_close int from = nsbox_open_beneath (out_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
   struct stat again;
   if (from < 0 || fstat (from, &again) < 0)
     {
@@ -212,6 +213,10 @@ collect_one (int out_fd, int dir_fd, const char *name, struct collect *c)
     }
   c->files--;
   c->bytes -= copied;
+  /* A live sandbox's /tmp/out is an outbox: what was collected leaves it
+   * (the name, whatever it is by now: it stays inside the tmpfs). */
+  if (c->take)
+    unlinkat (out_fd, name, 0);
   return add_file (c->res, name, copied, hex);
 }
 
@@ -256,7 +261,8 @@ read_names (int out_fd, char ***names, size_t *n, uint64_t *more)
 }
 
 int
-nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct nsbox_error **err)
+nsbox_collect_outputs (int tmp_fd, int dir_fd, bool take, struct nsbox_result *res,
+                       struct nsbox_error **err)
 {
   /* libcrypto must load before anything is copied. */
   struct nsbox_sha256 probe;
@@ -264,9 +270,9 @@ nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res, struct 
   if (loaded < 0)
     return loaded;
   nsbox_sha256_free (&probe);
-  struct collect c = { res, 0, NSBOX_OUTPUTS_BYTES_MAX, NSBOX_OUTPUTS_MAX };
+  struct collect c = { res, 0, NSBOX_OUTPUTS_BYTES_MAX, NSBOX_OUTPUTS_MAX, take };
   char reason[160];
-  cleanup_close int out_fd = open_beneath (tmp_fd, "out", O_RDONLY | O_DIRECTORY);
+  cleanup_close int out_fd = nsbox_open_beneath (tmp_fd, "out", O_RDONLY | O_DIRECTORY);
   if (out_fd < 0)
     {
       if (errno == ENOENT)

@@ -1,6 +1,7 @@
 /* Files in and out of a sandbox: inputs copied read-only to /mnt/in
- * (inputs.c), and the regular files a program leaves in /tmp/out collected
- * into an output directory after the sandbox is gone (collect.c). */
+ * (a live sandbox's run: to /tmp/in) (inputs.c), and the regular files a
+ * program leaves in /tmp/out collected into an output directory after the
+ * sandbox is gone, or after a live sandbox's run (collect.c). */
 #ifndef NSBOX_FILES_H
 #define NSBOX_FILES_H
 
@@ -53,12 +54,24 @@ int nsbox_output_dir_open (const char *path, int *fd, struct nsbox_error **err) 
 
 struct nsbox_result;
 
-/* After the sandbox is gone: collects the regular files at the top of
- * `out` below the sandbox's /tmp (tmp_fd) into dir_fd, never following a
- * link or leaving the tmpfs, and lists them (name, size, SHA-256) and what
- * was refused (name, reason) in `res`. Fails only for an internal error
- * (memory, SHA-256 unavailable). */
-int nsbox_collect_outputs (int tmp_fd, int dir_fd, struct nsbox_result *res,
+/* After the sandbox is gone (a live sandbox's: after one of its runs):
+ * collects the regular files at the top of `out` below the sandbox's /tmp
+ * (tmp_fd) into dir_fd, never following a link or leaving the tmpfs, and
+ * lists them (name, size, SHA-256) and what was refused (name, reason) in
+ * `res`; with take, each file collected is removed from `out`. Fails only
+ * for an internal error (memory, SHA-256 unavailable). */
+int nsbox_collect_outputs (int tmp_fd, int dir_fd, bool take, struct nsbox_result *res,
                            struct nsbox_error **err) NSBOX_INTERNAL;
+
+/* openat2 of `name` beneath dirfd: no symlink, no magic link, no other
+ * mount is followed; O_CLOEXEC and O_NOFOLLOW added. -1 with errno. */
+int nsbox_open_beneath (int dirfd, const char *name, uint64_t flags) NSBOX_INTERNAL;
+
+/* A live sandbox's run: a copy of each input at /tmp/in/NAME below the
+ * sandbox's /tmp (tmp_fd, made when missing), mode 0444, one of that name
+ * replaced; never a link followed or the tmpfs left. Fails with the name
+ * and the reason (a full /tmp, a directory in the way). */
+int nsbox_inputs_copy_beneath (int tmp_fd, const struct nsbox_inputs *inputs,
+                               struct nsbox_error **err) NSBOX_INTERNAL;
 
 #endif

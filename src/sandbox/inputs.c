@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "error.h"
 #include "files.h"
 #include "report.h"
+#include "userns.h"
 
 void
 nsbox_inputs_close (struct nsbox_inputs *in)
@@ -88,6 +90,67 @@ nsbox_inputs_open (char *const *specs, size_t n, struct nsbox_inputs *in, struct
   snprintf (in->mount_options, sizeof in->mount_options, "size=%" PRIu64 ",nr_inodes=%d,mode=0755",
             pages + 65536, in->n + 8);
   return 0;
+}
+
+/* ---- a live sandbox's run: the launcher's side ---- */
+
+static int
+copy_beneath (int tmp_fd, const struct nsbox_inputs *in, struct nsbox_error **err)
+{
+  if (mkdirat (tmp_fd, "in", 0755) < 0 && errno != EEXIST)
+    return nsbox_error_sys (err, errno, "create /tmp/in");
+  cleanup_close int dir = nsbox_open_beneath (tmp_fd, "in", O_RDONLY | O_DIRECTORY);
+  if (dir < 0)
+    return nsbox_error_sys (err, errno, "open /tmp/in (it must be a directory, not a link)");
+  for (int i = 0; i < in->n; i++)
+    {
+      const char *name = in->names[i];
+      if (unlinkat (dir, name, 0) < 0 && errno != ENOENT)
+        return nsbox_error_sys (err, errno, "input '%s': replace /tmp/in/%s", name, name);
+      cleanup_close int to
+          = openat (dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+      if (to < 0)
+        return nsbox_error_sys (err, errno, "input '%s': create /tmp/in/%s", name, name);
+      /* From its start, at most the size checked when it was opened. */
+      off_t offset = 0;
+      while ((uint64_t)offset < in->sizes[i])
+        {
+          uint64_t left = in->sizes[i] - (uint64_t)offset;
+          ssize_t n = sendfile (to, in->fds[i], &offset, left > (1u << 30) ? (1u << 30) : left);
+          if (n < 0 && errno == EINTR)
+            continue;
+          if (n < 0 && errno == ENOSPC)
+            return nsbox_error_sys (err, errno, "input '%s': /tmp is full (its tmp-size)", name);
+          if (n < 0)
+            return nsbox_error_sys (err, errno, "input '%s': copy into /tmp/in", name);
+          if (n == 0)
+            break;
+        }
+    }
+  return 0;
+}
+
+int
+nsbox_inputs_copy_beneath (int tmp_fd, const struct nsbox_inputs *in, struct nsbox_error **err)
+{
+  if (in->n == 0)
+    return 0;
+  /* The sandbox's tmpfs takes only the ids its user namespace maps: a
+   * launcher run by root writes as the sandbox's host user, with no more
+   * rights there than its program. setfsuid is this thread's alone. */
+  if (geteuid () != 0)
+    return copy_beneath (tmp_fd, in, err);
+  int old_gid = setfsgid (NSBOX_ROOT_HOST_ID), old_uid = setfsuid (NSBOX_ROOT_HOST_ID);
+  if (setfsuid ((uid_t)-1) != NSBOX_ROOT_HOST_ID || setfsgid ((gid_t)-1) != NSBOX_ROOT_HOST_ID)
+    {
+      setfsuid ((uid_t)old_uid);
+      setfsgid ((gid_t)old_gid);
+      return nsbox_error_set (err, EPERM, "cannot write as the sandbox's user");
+    }
+  int r = copy_beneath (tmp_fd, in, err);
+  setfsuid ((uid_t)old_uid);
+  setfsgid ((gid_t)old_gid);
+  return r;
 }
 
 /* ---- child side ---- */
