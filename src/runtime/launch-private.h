@@ -117,6 +117,10 @@ int nsbox_launch_owned (const struct nsbox_launch *launch, struct nsbox_error **
 void nsbox_launch_describe (const struct nsbox_launch *launch,
                             struct nsbox_result *res) NSBOX_INTERNAL;
 
+/* Native: the sandbox's /tmp (an O_PATH fd init sent), kept by the launch;
+ * -1 when it did not come. */
+int nsbox_native_tmp_fd (struct nsbox_launch *r) NSBOX_INTERNAL;
+
 /* Native: the program's host pid (init's one child), or -1. */
 pid_t nsbox_native_program (struct nsbox_launch *r) NSBOX_INTERNAL;
 

@@ -39,8 +39,17 @@ int nsbox_launch_start_live (const nsbox_config *config, struct nsbox_launch **l
  * not from the sandbox's start. */
 void nsbox_launch_count_cpu_from (struct nsbox_launch *launch, uint64_t usec) NSBOX_INTERNAL;
 
+struct nsbox_inputs;
+/* Before a live sandbox's run: its inputs copied to /tmp/in/NAME in the
+ * sandbox (nsbox_inputs_copy_beneath). Nothing runs; the sandbox is kept
+ * on failure. */
+int nsbox_launch_place_inputs (struct nsbox_launch *launch, const struct nsbox_inputs *inputs,
+                               struct nsbox_error **err) NSBOX_INTERNAL;
+
 /* Run number `run` of a live sandbox: its code, supervised with the
- * dispatch's timeout and caps, fills `res` (in_sandbox, value; 0 also when
+ * dispatch's timeout and caps, fills `res` (in_sandbox, value, and with the
+ * dispatch's output_dir_fd the files the run left in /tmp/out, taken out
+ * of it; 0 also when
  * the run ended the sandbox: then res->sandbox_lost, and nothing of it
  * runs any more, the caller only releases it). At the timeout the code is
  * interrupted (SIGINT: KeyboardInterrupt); one that does not return within

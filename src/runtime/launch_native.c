@@ -130,6 +130,14 @@ receive_tmp_fd (struct nsbox_launch *r)
   return fd;
 }
 
+int
+nsbox_native_tmp_fd (struct nsbox_launch *r)
+{
+  if (r->native.tmp_fd < 0)
+    r->native.tmp_fd = receive_tmp_fd (r);
+  return r->native.tmp_fd;
+}
+
 /* network: proxy. init sends the listener after /tmp, before it starts the
  * program: wait for it while init lives, up to the run's timeout. 0 when
  * init ended or failed a step first (the supervision reports why). */
@@ -179,7 +187,7 @@ collect_outputs (struct nsbox_launch *r, const struct nsbox_dispatch *d, struct 
   cleanup_close int tmp_fd = receive_tmp_fd (r);
   if (tmp_fd < 0)
     return nsbox_error_set (err, EPROTO, "collect outputs: the sandbox's /tmp did not arrive");
-  return nsbox_collect_outputs (tmp_fd, d->output_dir_fd, res, err);
+  return nsbox_collect_outputs (tmp_fd, d->output_dir_fd, false, res, err);
 }
 
 static int

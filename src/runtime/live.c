@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "files.h"
 #include "launch-private.h"
 #include "report.h"
 
@@ -415,6 +416,19 @@ conclude_lost (struct turn *t, struct nsbox_result *res)
     }
 }
 
+int
+nsbox_launch_place_inputs (struct nsbox_launch *r, const struct nsbox_inputs *in,
+                           struct nsbox_error **err)
+{
+  int owned = nsbox_launch_owned (r, err);
+  if (owned < 0 || !in || in->n == 0)
+    return owned;
+  int tmp = nsbox_native_tmp_fd (r);
+  if (tmp < 0)
+    return nsbox_error_set (err, EPROTO, "the sandbox's /tmp did not arrive");
+  return nsbox_inputs_copy_beneath (tmp, in, err);
+}
+
 void
 nsbox_launch_count_cpu_from (struct nsbox_launch *r, uint64_t usec)
 {
@@ -510,6 +524,18 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
     {
       t.killed = !t.gone;
       conclude_lost (&t, res);
+    }
+  /* What the run left in /tmp/out, while the sandbox lives on: collected
+   * beneath its /tmp fd, each file's type and size checked as it is
+   * opened, so a process still writing can change a copy, not the
+   * launcher's reach. */
+  if (ret >= 0 && t.done && d->output_dir_fd >= 0)
+    {
+      int tmp = nsbox_native_tmp_fd (r);
+      if (tmp < 0)
+        ret = -EPROTO;
+      else if (nsbox_collect_outputs (tmp, d->output_dir_fd, true, res, NULL) < 0)
+        ret = -ENOMEM;
     }
   explicit_bzero (t.answer, t.answer_len);
   free (t.answer);

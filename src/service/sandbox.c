@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "files.h"
 #include "gate.h"
 #include "launch.h"
 #include "pool-private.h"
@@ -354,6 +355,7 @@ struct sandbox_turn
 {
   nsbox_sandbox *s;
   const struct nsbox_dispatch *d;
+  const struct nsbox_inputs *inputs;
 };
 
 static int
@@ -361,6 +363,10 @@ sandbox_turn (void *ctx, nsbox_result **out, struct nsbox_error **err)
 {
   struct sandbox_turn *t = ctx;
   nsbox_sandbox *s = t->s;
+  /* Admitted: the inputs go in now, or the run does not happen. */
+  int placed = nsbox_launch_place_inputs (s->launch, t->inputs, err);
+  if (placed < 0)
+    return nsbox_error_prefix (err, "%s", NSBOX_SANDBOX_INPUTS_REFUSED);
   nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);
@@ -394,10 +400,6 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
 {
   if (!s || !out || (!code && code_len))
     return nsbox_error_set (err, EINVAL, "nsbox_sandbox_run: invalid arguments");
-  if (options && (options->inputs_len || options->output_dir))
-    return nsbox_error_set (err, EINVAL,
-                            "inputs and output-dir are not available for a run in a live "
-                            "sandbox yet");
   /* Busy only with another run: the watcher holds the lock for a moment
    * only, and is waited for. */
   pthread_mutex_lock (&s->watch_lock);
@@ -408,9 +410,19 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
     return nsbox_error_set (err, EBUSY, "sandbox %s is running another run: one at a time", s->id);
   pthread_mutex_lock (&s->lock);
   struct nsbox_dispatch d;
+  const nsbox_config *c = nsbox_pool_config (s->pool);
+  /* Files: the inputs opened on the host now, copied in once the run is
+   * admitted; the output directory, the run's or the configuration's. */
+  const char *output_dir = options && options->output_dir ? options->output_dir : c->output_dir;
+  cleanup_close int output_dir_fd = -1;
+  struct nsbox_inputs inputs = { 0 };
   int r = check_life (s, err);
   if (r >= 0)
     r = nsbox_pool_dispatch (s->pool, options, code, code_len, &d, err);
+  if (r >= 0 && output_dir)
+    r = nsbox_output_dir_open (output_dir, &output_dir_fd, err);
+  if (r >= 0 && options && options->inputs_len)
+    r = nsbox_inputs_open (options->inputs, options->inputs_len, &inputs, err);
   if (r < 0)
     {
       pthread_mutex_lock (&s->watch_lock);
@@ -419,8 +431,8 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
       pthread_mutex_unlock (&s->lock);
       return r;
     }
-  const nsbox_config *c = nsbox_pool_config (s->pool);
-  struct sandbox_turn t = { .s = s, .d = &d };
+  d.output_dir_fd = output_dir_fd;
+  struct sandbox_turn t = { .s = s, .d = &d, .inputs = &inputs };
   const char *session = options && options->session ? options->session : s->options.session;
   struct nsbox_gate gate = {
     .config = c,
@@ -434,6 +446,7 @@ nsbox_sandbox_run (nsbox_sandbox *s, const char *code, size_t code_len,
   };
   bool refused;
   r = nsbox_gate_run (&gate, sandbox_turn, &t, out, &refused, err);
+  nsbox_inputs_close (&inputs);
   pthread_mutex_lock (&s->watch_lock);
   s->last_ms = nsbox_now_ms ();
   s->busy = false;
