@@ -28,6 +28,7 @@
 #include "mcp-private.h"
 #include "mcp_files.h"
 #include "pool.h"
+#include "sandbox-private.h"
 #include "units.h"
 #include "util.h"
 
@@ -144,6 +145,15 @@ session_sandbox (struct mcp *s, struct job *job, struct nsbox_error **err)
   return 0;
 }
 
+/* Whether a call's error is its sandbox refusing its files (the program's
+ * own doing, which names no host path): told to the model as it is. */
+static bool
+inputs_refused (const struct nsbox_error *err)
+{
+  const char *m = nsbox_error_message (err);
+  return m && strncmp (m, NSBOX_SANDBOX_INPUTS_REFUSED, strlen (NSBOX_SANDBOX_INPUTS_REFUSED)) == 0;
+}
+
 /* mcp-state: per-session: the call in the session's sandbox. One that
  * ended between calls (its idle timeout, its lifetime) is replaced once;
  * one the call lost is closed, the next call gets a fresh one. */
@@ -244,7 +254,8 @@ run_job (struct mcp *s, struct job *job)
   else if (!cancelled)
     send_result (s, job->id,
                  r >= 0 ? nsbox_mcp_tool_result (job, res)
-                        : nsbox_mcp_tool_error (INTERNAL_ERROR_TEXT));
+                        : nsbox_mcp_tool_error (inputs_refused (err) ? nsbox_error_message (err)
+                                                                     : INTERNAL_ERROR_TEXT));
   nsbox_error_free (err);
   nsbox_result_free (res);
   nsbox_mcp_job_free (job);

@@ -20,7 +20,7 @@ nsbox_mcp_tool_error (const char *text)
 }
 
 static json_t *
-input_schema (void)
+input_schema (bool per_session)
 {
   return json_pack (
       "{s:s,s:{s:{s:s,s:s},s:{s:s,s:i,s:s},s:{s:s,s:i,s:{s:s,s:{s:{s:s},s:{s:s,s:s}},s:[s,s]},"
@@ -32,8 +32,13 @@ input_schema (void)
       "array", "maxItems", 64, "items", "type", "object", "properties", "name", "type", "string",
       "content", "type", "string", "contentEncoding", "base64", "required", "name", "content",
       "description",
-      "input files, each {name, content (base64)}, read-only in the sandbox as /mnt/in/NAME; "
-      "files the program leaves in /tmp/out are returned (images as images)",
+      per_session ? "input files, each {name, content (base64)}, copied into the sandbox as "
+                    "/tmp/in/NAME (replacing a file of that name); the files the program leaves "
+                    "in /tmp/out are returned after the call (images as images) and removed "
+                    "from it"
+                  : "input files, each {name, content (base64)}, read-only in the sandbox as "
+                    "/mnt/in/NAME; files the program leaves in /tmp/out are returned (images as "
+                    "images)",
       "required", "code", "additionalProperties", false);
 }
 
@@ -127,10 +132,11 @@ nsbox_mcp_tool_description (bool structured, bool per_session)
               "code, stdout and stderr (long output keeps its head and tail). Nothing persists "
               "between calls. The sandbox has a read-only root, a small writable /tmp, limited "
               "memory and CPU time, and no network unless the server allows it.";
-  json_t *tool = json_pack (
-      "{s:s,s:s,s:s,s:o,s:{s:b,s:b,s:b,s:b}}", "name", TOOL_NAME, "title", "Run Python",
-      "description", description, "inputSchema", input_schema (), "annotations", "readOnlyHint",
-      false, "destructiveHint", false, "idempotentHint", false, "openWorldHint", false);
+  json_t *tool
+      = json_pack ("{s:s,s:s,s:s,s:o,s:{s:b,s:b,s:b,s:b}}", "name", TOOL_NAME, "title",
+                   "Run Python", "description", description, "inputSchema",
+                   input_schema (per_session), "annotations", "readOnlyHint", false,
+                   "destructiveHint", false, "idempotentHint", false, "openWorldHint", false);
   if (tool && structured)
     json_object_set_new (tool, "outputSchema", output_schema ());
   return tool;
@@ -212,13 +218,6 @@ nsbox_mcp_prepare_job (struct mcp *s, struct job *job, json_t *args, char *why, 
         }
     }
   json_t *files = json_object_get (args, "files");
-  if (files && s->per_session)
-    {
-      snprintf (why, size,
-                "argument 'files': files are not available with mcp-state per-session yet; "
-                "write them from the code, in /tmp, which persists");
-      return -1;
-    }
   if (files && s->runsc)
     {
       snprintf (why, size,
@@ -226,8 +225,7 @@ nsbox_mcp_prepare_job (struct mcp *s, struct job *job, json_t *args, char *why, 
                 "server's); run without files");
       return -1;
     }
-  int r = nsbox_mcp_files_prepare (files, !s->runsc && !s->per_session, job->options, &job->files,
-                                   why, size);
+  int r = nsbox_mcp_files_prepare (files, !s->runsc, job->options, &job->files, why, size);
   if (r == -2)
     {
       nsbox_mcp_log ("%s: %s", TOOL_NAME, why);

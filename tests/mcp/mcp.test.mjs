@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -711,6 +711,55 @@ test('per-session: state survives between calls, the value comes back, reset sta
   assert.notEqual(r.structuredContent.sandbox_id, first);
   assert.match(textOf(r), /fresh sandbox \(the session was reset\)/);
   await assert.rejects(client.callTool({ name: 'reset', arguments: { hard: true } }), /reset takes no arguments/);
+});
+
+test('per-session: files go to /tmp/in, /tmp/out is an outbox, and neither link is followed', { timeout: 120000 }, async () => {
+  if (await refusedUnderRunsc()) return;
+  const { client } = await connect(PER_SESSION);
+  const { tools } = await client.listTools();
+  assert.match(tools.find((t) => t.name === 'run_python').inputSchema.properties.files.description, /\/tmp\/in\/NAME/);
+  const b64 = (text) => Buffer.from(text).toString('base64');
+  let r = await call(client, {
+    code: 'import os\ndata = open("/tmp/in/data.csv").read()\nos.makedirs("/tmp/out", exist_ok=True)\n'
+      + '_ = open("/tmp/out/sum.txt", "w").write(str(sum(int(x) for x in data.split(","))))\ndata.strip()',
+    files: [{ name: 'data.csv', content: b64('1,2,3\n') }],
+  });
+  assert.equal(r.isError, false, textOf(r));
+  assert.equal(r.structuredContent.value, "'1,2,3'");
+  assert.deepEqual(r.structuredContent.files.map((f) => f.name), ['sum.txt']);
+  assert.equal(r.content.find((c) => c.type === 'resource').resource.text, '6');
+  // Collected files leave /tmp/out; the input stays, as the rest of /tmp.
+  r = await call(client, { code: 'import os\n(os.listdir("/tmp/out"), open("/tmp/in/data.csv").read())' });
+  assert.deepEqual(r.structuredContent.files, []);
+  assert.equal(r.structuredContent.value, "([], '1,2,3\\n')", textOf(r));
+  // A new input of one name replaces the old.
+  r = await call(client, { code: 'open("/tmp/in/data.csv").read()', files: [{ name: 'data.csv', content: b64('9\n') }] });
+  assert.equal(r.structuredContent.value, "'9\\n'", textOf(r));
+  // Both turned into links to a host directory anyone may write: the
+  // launcher writes nothing there and collects nothing from it.
+  const host = mkdtempSync(join(tmpdir(), 'nsbox-mcp-link-'));
+  chmodSync(host, 0o777);
+  writeFileSync(join(host, 'secret.txt'), 'host secret');
+  chmodSync(join(host, 'secret.txt'), 0o644);
+  try {
+    r = await call(client, {
+      code: `import os, shutil\nshutil.rmtree("/tmp/in")\nshutil.rmtree("/tmp/out")\n`
+        + `os.symlink("${host}", "/tmp/in")\nos.symlink("${host}", "/tmp/out")`,
+    });
+    assert.equal(r.structuredContent.exit_code, 0, textOf(r));
+    assert.deepEqual(r.structuredContent.files, []);
+    assert.ok(r.structuredContent.files_refused.some((f) => f.name === '/tmp/out' && /symbolic link/.test(f.reason)),
+      JSON.stringify(r.structuredContent.files_refused));
+    r = await call(client, { code: 'print(1)', files: [{ name: 'planted.txt', content: b64('x') }] });
+    assert.equal(r.isError, true, textOf(r));
+    assert.match(textOf(r), /\/tmp\/in/);
+    assert.deepEqual(readdirSync(host), ['secret.txt']);
+    // The refusal ran nothing and kept the sandbox.
+    r = await call(client, { code: 'import os\nos.path.islink("/tmp/in")' });
+    assert.equal(r.structuredContent.value, 'True', textOf(r));
+  } finally {
+    rmSync(host, { recursive: true, force: true });
+  }
 });
 
 // Processes whose command line names `marker`, seen from the host.
