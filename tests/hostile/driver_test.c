@@ -61,7 +61,8 @@ neighbour_check_and_end (void)
     }
 }
 
-/* The victim's next run is refused: its sandbox is gone, and says so. */
+/* The victim's next run is refused: its sandbox is gone, and says so;
+ * then the neighbour is checked. */
 static void
 expect_gone_next (const char *says)
 {
@@ -70,12 +71,32 @@ expect_gone_next (const char *says)
   cr_assert_eq (repl_end (&victim, &err), 125, "stderr: %s", err);
   cr_assert (strstr (err, says), "the next run's error does not say '%s': %s", says, err);
   free (err);
+  neighbour_check_and_end ();
+}
+
+/* The victim's run timeout, scaled. */
+static double victim_timeout_s;
+
+/* Under runsc: checks the refusal, and false. Else true once the neighbour
+ * holds its state and the victim started with a timeout of `seconds`
+ * (scaled). */
+static bool
+begin (double seconds)
+{
+  if (repl_runsc_refused ())
+    return false;
+  neighbour_open ();
+  char timeout[32];
+  victim_timeout_s = harness_scaled (seconds);
+  repl_start (&victim, harness_scaled_duration (seconds, timeout, sizeof timeout));
+  return true;
 }
 
 /* A run that must lose the sandbox within its timeout and the grace. */
 static json_t *
-expect_lost (const char *code, double timeout_s)
+expect_lost (const char *code)
 {
+  double timeout_s = victim_timeout_s;
   repl_feed (&victim, code);
   json_t *j = repl_next (&victim, 60);
   double took = now_seconds () - victim.fed_at;
@@ -92,10 +113,8 @@ expect_lost (const char *code, double timeout_s)
  * is dropped before that run begins. */
 Test (driver, forged_answers_end_only_the_forging_run, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (5))
     return;
-  neighbour_open ();
-  repl_start (&victim, "5s");
   repl_feed (&victim, "v = 1\nprint('D 1 0 1 3')\nprint('abc')");
   json_t *a = repl_next (&victim, 30);
   cr_assert_str_eq (json_str_of (a, "stdout"), "D 1 0 1 3\nabc\n");
@@ -128,10 +147,8 @@ Test (driver, forged_answers_end_only_the_forging_run, .timeout = 180)
  * still answers; os._exit in the middle of a run then loses it. */
 Test (driver, a_writer_for_ever_then_exit_mid_run, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (5))
     return;
-  neighbour_open ();
-  repl_start (&victim, "5s");
   repl_feed (&victim, "import threading, sys, os\n"
                       "def w():\n"
                       "    while True:\n"
@@ -145,20 +162,17 @@ Test (driver, a_writer_for_ever_then_exit_mid_run, .timeout = 180)
   json_t *b = repl_next (&victim, 30);
   cr_assert_str_eq (json_str_of (b, "value"), "8");
   cr_assert (json_bool_of (b, "stdout_truncated"), "the writer's bytes were not capped");
-  json_t *c = expect_lost ("os._exit(3)", 5);
+  json_t *c = expect_lost ("os._exit(3)");
   cr_assert_eq (json_int_of (c, "exit_code"), 3);
   expect_gone_next ("is gone (its program ended in run 3");
-  neighbour_check_and_end ();
 }
 
 /* Bytes a background process writes after its run are the next run's
  * output (documented), never lost and never the neighbour's. */
 Test (driver, output_after_a_run_is_the_next_runs, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (5))
     return;
-  neighbour_open ();
-  repl_start (&victim, "5s");
   repl_feed (&victim, "import subprocess\n"
                       "subprocess.Popen(['/bin/sh', '-c', 'sleep 0.5; echo late'])\n"
                       "print('now')");
@@ -174,26 +188,19 @@ Test (driver, output_after_a_run_is_the_next_runs, .timeout = 180)
 
 Test (driver, closing_the_answer_pipe_loses_the_sandbox, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (5))
     return;
-  neighbour_open ();
-  repl_start (&victim, "5s");
-  json_t *a = expect_lost (REPL_FIND_ANSWER_FD "os.close(fd)", 5);
+  json_t *a = expect_lost (REPL_FIND_ANSWER_FD "os.close(fd)");
   cr_assert_not (json_bool_of (a, "timed_out"));
   expect_gone_next ("is gone");
-  neighbour_check_and_end ();
 }
 
 /* Frames for other runs written on the answer pipe for ever: the run still
  * ends within its timeout and the grace. */
 Test (driver, a_flood_of_stale_answers_does_not_hold_the_launcher, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (2))
     return;
-  neighbour_open ();
-  char timeout[32];
-  double timeout_s = harness_scaled (2);
-  repl_start (&victim, harness_scaled_duration (2, timeout, sizeof timeout));
   repl_feed (&victim, REPL_FIND_ANSWER_FD "import threading, time\n"
                                           "def flood():\n"
                                           "    while True:\n"
@@ -203,7 +210,8 @@ Test (driver, a_flood_of_stale_answers_does_not_hold_the_launcher, .timeout = 18
   json_t *a = repl_next (&victim, 60);
   double took = now_seconds () - victim.fed_at;
   cr_assert (json_bool_of (a, "timed_out"), "the run did not time out");
-  cr_assert (took < timeout_s + harness_scaled (GRACE_S + 1), "the flooded run took %.2fs", took);
+  cr_assert (took < victim_timeout_s + harness_scaled (GRACE_S + 1), "the flooded run took %.2fs",
+             took);
   repl_end (&victim, NULL);
   neighbour_check_and_end ();
 }
@@ -212,10 +220,8 @@ Test (driver, a_flood_of_stale_answers_does_not_hold_the_launcher, .timeout = 18
  * launcher on any of its descriptors is refused at the send. */
 Test (driver, no_fd_can_be_passed_to_the_launcher, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (10))
     return;
-  neighbour_open ();
-  repl_start (&victim, "10s");
   repl_feed (&victim, "import os, socket\n"
                       "passed = 0\n"
                       "for f in range(0, 64):\n"
@@ -237,10 +243,8 @@ Test (driver, no_fd_can_be_passed_to_the_launcher, .timeout = 180)
 /* stdout and stderr dup'ed elsewhere, then every descriptor closed. */
 Test (driver, the_program_redirects_and_closes_its_descriptors, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (5))
     return;
-  neighbour_open ();
-  repl_start (&victim, "5s");
   /* stdout onto stderr: this run's print is stderr's, and the driver's
    * own answers do not depend on it. */
   repl_feed (&victim, "import os, sys\nos.dup2(2, 1)\nprint('to-stderr', flush=True)\n5");
@@ -259,43 +263,33 @@ Test (driver, the_program_redirects_and_closes_its_descriptors, .timeout = 180)
   cr_assert_not (json_bool_of (b, "sandbox_lost"));
   /* Every descriptor closed: the driver cannot answer; the launcher ends
    * the run on its own channel, and says the sandbox is lost. */
-  expect_lost ("os.closerange(0, 4096)\nimport time\ntime.sleep(30)", 5);
+  expect_lost ("os.closerange(0, 4096)\nimport time\ntime.sleep(30)");
   expect_gone_next ("is gone");
-  neighbour_check_and_end ();
 }
 
 /* The driver is the program's own process: killed by it, it is lost. */
 Test (driver, the_program_kills_its_driver, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (5))
     return;
-  neighbour_open ();
-  repl_start (&victim, "5s");
-  json_t *a = expect_lost ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", 5);
+  json_t *a = expect_lost ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)");
   cr_assert_str_eq (json_str_of (a, "signal"), "SIGKILL");
   cr_assert_eq (json_int_of (a, "exit_code"), 137);
   expect_gone_next ("is gone");
-  neighbour_check_and_end ();
 }
 
 /* Replaced by another program (exec over the driver, its pipes still
  * open): nothing answers, the run times out, and the sandbox is lost. */
 Test (driver, the_program_replaces_its_driver, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (2))
     return;
-  neighbour_open ();
-  char timeout[32];
-  double timeout_s = harness_scaled (2);
-  repl_start (&victim, harness_scaled_duration (2, timeout, sizeof timeout));
   json_t *a = expect_lost ("import os, sys, signal\n"
                            "os.execv(sys.executable, [sys.executable, '-c', "
                            "'import signal, time\\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\\n"
-                           "while True: time.sleep(1)'])",
-                           timeout_s);
+                           "while True: time.sleep(1)'])");
   cr_assert (json_bool_of (a, "timed_out"));
   expect_gone_next ("is gone");
-  neighbour_check_and_end ();
 }
 
 /* Patched in memory: the driver's own os.write swallows its answers. The
@@ -303,15 +297,10 @@ Test (driver, the_program_replaces_its_driver, .timeout = 180)
  * out and the sandbox is lost. */
 Test (driver, the_program_patches_its_driver, .timeout = 180)
 {
-  if (repl_runsc_refused ())
+  if (!begin (2))
     return;
-  neighbour_open ();
-  char timeout[32];
-  double timeout_s = harness_scaled (2);
-  repl_start (&victim, harness_scaled_duration (2, timeout, sizeof timeout));
-  json_t *a = expect_lost ("import os\nos.write = lambda fd, data: len(data)\n1", timeout_s);
+  json_t *a = expect_lost ("import os\nos.write = lambda fd, data: len(data)\n1");
   cr_assert (json_bool_of (a, "timed_out"));
   cr_assert (json_is_null (json_object_get (a, "value")), "a swallowed answer gave a value");
   expect_gone_next ("is gone");
-  neighbour_check_and_end ();
 }
