@@ -1,6 +1,7 @@
 /* The options of a warm pool (nsbox_pool_options_*) and of one of its runs
  * (nsbox_run_options_*): their keys, bounds and errors. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,53 +36,45 @@ nsbox_pool_options_free (nsbox_pool_options *options)
   free (options);
 }
 
+/* A count of pool option `key`, from min to max (`what` it counts, for
+ * the error). */
+static int
+set_count (const char *key, const char *value, uint64_t min, uint64_t max, const char *what,
+           uint64_t *out, struct nsbox_error **err)
+{
+  uint64_t v = 0;
+  if (nsbox_parse_count (value, &v) < 0 || v < min || v > max)
+    return nsbox_error_set (err, EINVAL,
+                            "invalid value '%s' for pool option '%s': expected a number%s from "
+                            "%" PRIu64 " to %" PRIu64,
+                            value, key, what, min, max);
+  *out = v;
+  return 0;
+}
+
 int
 nsbox_pool_options_set (nsbox_pool_options *o, const char *key, const char *value,
                         struct nsbox_error **err)
 {
   if (!o || !key || !value)
     return nsbox_error_set (err, EINVAL, "nsbox_pool_options_set: invalid arguments");
-  uint64_t v = 0;
   if (strcmp (key, "size") == 0)
-    {
-      if (nsbox_parse_count (value, &v) < 0 || v > POOL_MAX_SIZE)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for pool option 'size': expected a "
-                                "number of sandboxes from 0 to %d",
-                                value, POOL_MAX_SIZE);
-      o->size = v;
-      return 0;
-    }
+    return set_count (key, value, 0, POOL_MAX_SIZE, " of sandboxes", &o->size, err);
   if (strcmp (key, "sandboxes") == 0)
-    {
-      if (nsbox_parse_count (value, &v) < 0 || v > POOL_MAX_SIZE)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for pool option 'sandboxes': expected a "
-                                "number of live sandboxes from 0 to %d",
-                                value, POOL_MAX_SIZE);
-      o->sandboxes = v;
-      return 0;
-    }
+    return set_count (key, value, 0, POOL_MAX_SIZE, " of live sandboxes", &o->sandboxes, err);
+  if (strcmp (key, "refill-concurrency") == 0)
+    return set_count (key, value, 1, POOL_MAX_REFILL, "", &o->refill, err);
   if (strcmp (key, "max-age") == 0)
     {
       /* At least a second: a shorter life would start and discard
        * entries without end. */
+      uint64_t v = 0;
       if (nsbox_parse_duration (value, &v) < 0 || v < 1000)
         return nsbox_error_set (err, EINVAL,
                                 "invalid value '%s' for pool option 'max-age': expected a "
                                 "duration of at least 1s, such as 60s",
                                 value);
       o->max_age_ms = v;
-      return 0;
-    }
-  if (strcmp (key, "refill-concurrency") == 0)
-    {
-      if (nsbox_parse_count (value, &v) < 0 || v == 0 || v > POOL_MAX_REFILL)
-        return nsbox_error_set (err, EINVAL,
-                                "invalid value '%s' for pool option 'refill-concurrency': "
-                                "expected a number from 1 to %d",
-                                value, POOL_MAX_REFILL);
-      o->refill = v;
       return 0;
     }
   return nsbox_error_set (err, EINVAL,
