@@ -55,7 +55,8 @@ int nsbox_launch_place_inputs (struct nsbox_launch *launch, const struct nsbox_i
  * interrupted (SIGINT: KeyboardInterrupt); one that does not return within
  * a grace period of 2 s loses the sandbox. -errno with err when the
  * launcher failed (the sandbox is then killed, and res->sandbox_lost set
- * when it was). */
+ * when it was), or when collecting the outputs did (the sandbox lives
+ * on). */
 int nsbox_launch_turn (struct nsbox_launch *launch, uint64_t run,
                        const struct nsbox_dispatch *dispatch, struct nsbox_result *res,
                        struct nsbox_error **err) NSBOX_INTERNAL;

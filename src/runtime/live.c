@@ -528,14 +528,15 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
   /* What the run left in /tmp/out, while the sandbox lives on: collected
    * beneath its /tmp fd, each file's type and size checked as it is
    * opened, so a process still writing can change a copy, not the
-   * launcher's reach. */
+   * launcher's reach. Its failure (the host's: memory, libcrypto) fails
+   * the run's call, not the sandbox. */
+  int collected = 0;
   if (ret >= 0 && t.done && d->output_dir_fd >= 0)
     {
       int tmp = nsbox_native_tmp_fd (r);
-      if (tmp < 0)
-        ret = -EPROTO;
-      else if (nsbox_collect_outputs (tmp, d->output_dir_fd, true, res, NULL) < 0)
-        ret = -ENOMEM;
+      collected = tmp < 0 ? nsbox_error_set (err, EPROTO,
+                                             "collect outputs: the sandbox's /tmp did not arrive")
+                          : nsbox_collect_outputs (tmp, d->output_dir_fd, true, res, err);
     }
   explicit_bzero (t.answer, t.answer_len);
   free (t.answer);
@@ -558,5 +559,5 @@ nsbox_launch_turn (struct nsbox_launch *r, uint64_t run, const struct nsbox_disp
   if (t.cancelled)
     return nsbox_error_set (err, ECANCELED,
                             "the client went away: the run was killed, and its sandbox with it");
-  return 0;
+  return collected;
 }

@@ -213,9 +213,12 @@ collect_one (int out_fd, int dir_fd, const char *name, struct collect *c)
     }
   c->files--;
   c->bytes -= copied;
-  /* A live sandbox's /tmp/out is an outbox: what was collected leaves it
-   * (the name, whatever it is by now: it stays inside the tmpfs). */
-  if (c->take)
+  /* A live sandbox's /tmp/out is an outbox: what was collected leaves it,
+   * if the name is still that file (a process of the sandbox may have
+   * put another in its place meanwhile: that one stays). */
+  struct stat now;
+  if (c->take && fstatat (out_fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0
+      && now.st_ino == again.st_ino && now.st_dev == again.st_dev)
     unlinkat (out_fd, name, 0);
   return add_file (c->res, name, copied, hex);
 }
@@ -227,7 +230,8 @@ compare_names (const void *a, const void *b)
 }
 
 /* The names in `out`, sorted, at most NSBOX_OUTPUTS_SCAN_MAX of them;
- * *more counts the rest. */
+ * *more counts the rest, up to as many again (a live sandbox's processes
+ * may add names as fast as they are read: the reading ends). */
 static int
 read_names (int out_fd, char ***names, size_t *n, uint64_t *more)
 {
@@ -248,8 +252,12 @@ read_names (int out_fd, char ***names, size_t *n, uint64_t *more)
       if (strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0)
         continue;
       if (*n >= NSBOX_OUTPUTS_SCAN_MAX)
-        (*more)++;
-      else if ((r = nsbox_strv_append (names, n, strdup (e->d_name))) < 0)
+        {
+          if (++*more >= NSBOX_OUTPUTS_SCAN_MAX)
+            break;
+          continue;
+        }
+      if ((r = nsbox_strv_append (names, n, strdup (e->d_name))) < 0)
         break;
     }
   if (r == 0 && errno)
@@ -312,8 +320,8 @@ nsbox_collect_outputs (int tmp_fd, int dir_fd, bool take, struct nsbox_result *r
   if (more)
     {
       snprintf (reason, sizeof reason,
-                "%" PRIu64 " more entries not examined: only %d names are read", more,
-                NSBOX_OUTPUTS_SCAN_MAX);
+                "%s%" PRIu64 " more entries not examined: only %d names are read",
+                more >= NSBOX_OUTPUTS_SCAN_MAX ? "at least " : "", more, NSBOX_OUTPUTS_SCAN_MAX);
       if (append_refusal (res, "/tmp/out: not examined", reason) < 0)
         return nsbox_error_oom (err);
     }

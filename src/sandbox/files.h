@@ -67,10 +67,18 @@ int nsbox_collect_outputs (int tmp_fd, int dir_fd, bool take, struct nsbox_resul
  * mount is followed; O_CLOEXEC and O_NOFOLLOW added. -1 with errno. */
 int nsbox_open_beneath (int dirfd, const char *name, uint64_t flags) NSBOX_INTERNAL;
 
+/* How the error of nsbox_inputs_copy_beneath begins when the sandbox's
+ * program caused it (its /tmp full, /tmp/in made a link or a file, a
+ * directory in the way): only the names of its own /tmp and the inputs
+ * follow, so it may be told to whoever sent the code. */
+#define NSBOX_INPUTS_REFUSED "the sandbox refused the inputs (nothing ran)"
+
 /* A live sandbox's run: a copy of each input at /tmp/in/NAME below the
  * sandbox's /tmp (tmp_fd, made when missing), mode 0444, one of that name
- * replaced; never a link followed or the tmpfs left. Fails with the name
- * and the reason (a full /tmp, a directory in the way). */
+ * replaced, in the inputs' order (a refusal leaves those before it in
+ * place); never a link followed or the tmpfs left. Fails with the name
+ * and the reason. The pages it writes are charged to the calling
+ * process's memory cgroup, not the sandbox's (at most its tmp-size). */
 int nsbox_inputs_copy_beneath (int tmp_fd, const struct nsbox_inputs *inputs,
                                struct nsbox_error **err) NSBOX_INTERNAL;
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -94,23 +95,46 @@ nsbox_inputs_open (char *const *specs, size_t n, struct nsbox_inputs *in, struct
 
 /* ---- a live sandbox's run: the launcher's side ---- */
 
+/* What the sandbox's program can cause in its own /tmp: the run is then
+ * refused with NSBOX_INPUTS_REFUSED first; anything else is the host's. */
+static int
+refused (struct nsbox_error **err, int e, const char *what)
+{
+  bool sandbox = e == ENOSPC || e == EDQUOT || e == EEXIST || e == ELOOP || e == ENOTDIR
+                 || e == EISDIR || e == EACCES || e == EPERM || e == EXDEV || e == ENOENT
+                 || e == ENOTEMPTY || e == EMLINK;
+  nsbox_error_sys (err, e, "%s", what);
+  return sandbox ? nsbox_error_prefix (err, "%s", NSBOX_INPUTS_REFUSED) : -e;
+}
+
 static int
 copy_beneath (int tmp_fd, const struct nsbox_inputs *in, struct nsbox_error **err)
 {
   if (mkdirat (tmp_fd, "in", 0755) < 0 && errno != EEXIST)
-    return nsbox_error_sys (err, errno, "create /tmp/in");
+    return refused (err, errno, "create /tmp/in");
   cleanup_close int dir = nsbox_open_beneath (tmp_fd, "in", O_RDONLY | O_DIRECTORY);
   if (dir < 0)
-    return nsbox_error_sys (err, errno, "open /tmp/in (it must be a directory, not a link)");
+    return refused (err, errno, "open /tmp/in (it must be a directory, not a link)");
   for (int i = 0; i < in->n; i++)
     {
       const char *name = in->names[i];
+      char what[NAME_MAX + 64];
       if (unlinkat (dir, name, 0) < 0 && errno != ENOENT)
-        return nsbox_error_sys (err, errno, "input '%s': replace /tmp/in/%s", name, name);
+        {
+          int e = errno;
+          snprintf (what, sizeof what, "replace /tmp/in/%s", name);
+          return refused (err, e, what);
+        }
       cleanup_close int to
           = openat (dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
       if (to < 0)
-        return nsbox_error_sys (err, errno, "input '%s': create /tmp/in/%s", name, name);
+        {
+          int e = errno;
+          snprintf (what, sizeof what, "create /tmp/in/%s", name);
+          return refused (err, e, what);
+        }
+      if (fchmod (to, 0444) < 0) /* whatever the launcher's umask */
+        return nsbox_error_sys (err, errno, "input '%s': set its mode", name);
       /* From its start, at most the size checked when it was opened. */
       off_t offset = 0;
       while ((uint64_t)offset < in->sizes[i])
@@ -119,8 +143,12 @@ copy_beneath (int tmp_fd, const struct nsbox_inputs *in, struct nsbox_error **er
           ssize_t n = sendfile (to, in->fds[i], &offset, left > (1u << 30) ? (1u << 30) : left);
           if (n < 0 && errno == EINTR)
             continue;
-          if (n < 0 && errno == ENOSPC)
-            return nsbox_error_sys (err, errno, "input '%s': /tmp is full (its tmp-size)", name);
+          if (n < 0 && (errno == ENOSPC || errno == EDQUOT))
+            {
+              int e = errno;
+              snprintf (what, sizeof what, "copy /tmp/in/%s: /tmp is full (its tmp-size)", name);
+              return refused (err, e, what);
+            }
           if (n < 0)
             return nsbox_error_sys (err, errno, "input '%s': copy into /tmp/in", name);
           if (n == 0)

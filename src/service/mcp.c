@@ -27,8 +27,8 @@
 #include "config.h"
 #include "mcp-private.h"
 #include "mcp_files.h"
+#include "files.h"
 #include "pool.h"
-#include "sandbox-private.h"
 #include "units.h"
 #include "util.h"
 
@@ -145,13 +145,17 @@ session_sandbox (struct mcp *s, struct job *job, struct nsbox_error **err)
   return 0;
 }
 
-/* Whether a call's error is its sandbox refusing its files (the program's
- * own doing, which names no host path): told to the model as it is. */
-static bool
+/* A call's error when its sandbox refused its files (the program's own
+ * doing): its first clause, which names only the sandbox's /tmp and the
+ * files (what follows "; ", such as a failed audit record, is the
+ * host's); NULL for any other error. Caller frees. */
+static char *
 inputs_refused (const struct nsbox_error *err)
 {
   const char *m = nsbox_error_message (err);
-  return m && strncmp (m, NSBOX_SANDBOX_INPUTS_REFUSED, strlen (NSBOX_SANDBOX_INPUTS_REFUSED)) == 0;
+  if (!m || strncmp (m, NSBOX_INPUTS_REFUSED, strlen (NSBOX_INPUTS_REFUSED)) != 0)
+    return NULL;
+  return strndup (m, strcspn (m, ";"));
 }
 
 /* mcp-state: per-session: the call in the session's sandbox. One that
@@ -252,10 +256,12 @@ run_job (struct mcp *s, struct job *job)
     send_error (s, job->id, RPC_BUSY,
                 "the server stopped (%s) before the call ended: its sandbox was killed", stop_why);
   else if (!cancelled)
-    send_result (s, job->id,
-                 r >= 0 ? nsbox_mcp_tool_result (job, res)
-                        : nsbox_mcp_tool_error (inputs_refused (err) ? nsbox_error_message (err)
-                                                                     : INTERNAL_ERROR_TEXT));
+    {
+      cleanup_free char *refusal = r < 0 ? inputs_refused (err) : NULL;
+      send_result (s, job->id,
+                   r >= 0 ? nsbox_mcp_tool_result (job, res)
+                          : nsbox_mcp_tool_error (refusal ? refusal : INTERNAL_ERROR_TEXT));
+    }
   nsbox_error_free (err);
   nsbox_result_free (res);
   nsbox_mcp_job_free (job);

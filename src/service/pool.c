@@ -78,6 +78,9 @@ struct shelf
   /* Whether it is filled yet: live sandboxes only once one was opened
    * from the pool, so that a pool that never opens one pays nothing. */
   bool wanted;
+  /* Back-off after a failed start, doubling up to the maximum: each
+   * shelf's own (a driver that cannot start must not slow single runs). */
+  uint64_t backoff_until_ms, backoff_ms;
 };
 
 enum
@@ -99,7 +102,6 @@ struct nsbox_pool
   bool stopping;
   unsigned generation;
   char *identity;
-  uint64_t backoff_until_ms, backoff_ms;
   struct nsbox_pool_stats stats;
   pthread_t threads[POOL_MAX_REFILL + 1];
   size_t n_threads;
@@ -293,13 +295,25 @@ sweep_locked (struct nsbox_pool *p, bool check_identity)
  * program's start would land on the runs in flight. With an entry of its
  * kind still ready it waits for them to end. Single runs first. */
 static struct shelf *
-shelf_to_fill (struct nsbox_pool *p)
+shelf_to_fill (struct nsbox_pool *p, uint64_t now)
 {
   for (struct shelf *sh = p->shelves; sh < p->shelves + SHELF_COUNT_; sh++)
-    if (sh->wanted && sh->n_ready + sh->n_starting < sh->size
+    if (sh->wanted && sh->n_ready + sh->n_starting < sh->size && now >= sh->backoff_until_ms
         && (p->in_flight == 0 || sh->n_ready == 0))
       return sh;
   return NULL;
+}
+
+/* How long a refill thread may sleep: until the sweep, or the end of a
+ * shelf's back-off. */
+static uint64_t
+refill_wait (const struct nsbox_pool *p, uint64_t now)
+{
+  uint64_t wait = SWEEP_MS;
+  for (const struct shelf *sh = p->shelves; sh < p->shelves + SHELF_COUNT_; sh++)
+    if (sh->backoff_until_ms > now && sh->backoff_until_ms - now < wait)
+      wait = sh->backoff_until_ms - now;
+  return wait ? wait : 1;
 }
 
 static void
@@ -344,7 +358,7 @@ refill_main (void *arg)
           pthread_mutex_lock (&p->lock);
           continue;
         }
-      struct shelf *sh = a.sweeper || now < p->backoff_until_ms ? NULL : shelf_to_fill (p);
+      struct shelf *sh = a.sweeper ? NULL : shelf_to_fill (p, now);
       if (sh)
         {
           sh->n_starting++;
@@ -358,14 +372,14 @@ refill_main (void *arg)
           if (r < 0 || !e)
             {
               p->stats.start_failures++;
-              p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
-              if (p->backoff_ms > BACKOFF_MAX_MS)
-                p->backoff_ms = BACKOFF_MAX_MS;
-              p->backoff_until_ms = nsbox_now_ms () + p->backoff_ms;
+              sh->backoff_ms = sh->backoff_ms ? sh->backoff_ms * 2 : BACKOFF_MIN_MS;
+              if (sh->backoff_ms > BACKOFF_MAX_MS)
+                sh->backoff_ms = BACKOFF_MAX_MS;
+              sh->backoff_until_ms = nsbox_now_ms () + sh->backoff_ms;
               nsbox_error_free (why);
               continue;
             }
-          p->backoff_ms = 0;
+          sh->backoff_ms = 0;
           e->generation = generation;
           if (generation != p->generation || p->stopping)
             {
@@ -378,10 +392,7 @@ refill_main (void *arg)
           p->stats.started++;
           continue;
         }
-      uint64_t wait = SWEEP_MS;
-      if (p->backoff_until_ms > now && p->backoff_until_ms - now < wait)
-        wait = p->backoff_until_ms - now;
-      timed_wait (p, wait ? wait : 1);
+      timed_wait (p, refill_wait (p, now));
     }
   pthread_mutex_unlock (&p->lock);
   return NULL;
@@ -405,7 +416,9 @@ nsbox_pool_new (const nsbox_config *config, const nsbox_pool_options *options, n
   if (options)
     p->options = *options;
   else
-    p->options = (struct nsbox_pool_options){ .size = 2, .max_age_ms = 300000, .refill = 1 };
+    p->options = (struct nsbox_pool_options){
+      .size = 2, .sandboxes = 1, .max_age_ms = 300000, .refill = 1
+    };
   for (int i = 0; i < SHELF_COUNT_; i++)
     p->shelves[i].ready_tail = &p->shelves[i].ready;
   p->shelves[SHELF_SINGLE].size = p->options.size;

@@ -22,11 +22,6 @@ struct nsbox_sandbox_state
   char why[160];
 };
 
-/* How the error of a run whose inputs the sandbox refused begins (its /tmp
- * full, /tmp/in made a link by its program): the program's doing, told
- * to whoever sent the code; nothing ran. */
-#define NSBOX_SANDBOX_INPUTS_REFUSED "the sandbox refused the inputs (nothing ran)"
-
 /* Never blocks on a run in progress: a moment's lock only, and (with
  * memory, else memory_bytes is 0) a read of /proc per process. */
 void nsbox_sandbox_get_state (nsbox_sandbox *sandbox, struct nsbox_sandbox_state *state,

@@ -366,7 +366,7 @@ sandbox_turn (void *ctx, nsbox_result **out, struct nsbox_error **err)
   /* Admitted: the inputs go in now, or the run does not happen. */
   int placed = nsbox_launch_place_inputs (s->launch, t->inputs, err);
   if (placed < 0)
-    return nsbox_error_prefix (err, "%s", NSBOX_SANDBOX_INPUTS_REFUSED);
+    return placed;
   nsbox_result *res = calloc (1, sizeof *res);
   if (!res)
     return nsbox_error_oom (err);
