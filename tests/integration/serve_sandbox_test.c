@@ -309,6 +309,55 @@ Test (serve_sandbox, warm_sandboxes_are_each_fresh_and_their_own, .timeout = 180
                   "a warm sandbox's process outlived the server");
 }
 
+/* A profile whose interpreter cannot run the live driver (a shell): its
+ * live entries fail to start, again and again once a sandbox was asked
+ * for, and its single runs stay warm all the same (each shelf of the pool
+ * backs off on its own). */
+Test (serve_sandbox, a_driver_that_cannot_start_does_not_slow_single_runs, .timeout = 180)
+{
+  char *dir = user_dir (), *path = NULL, profile[300];
+  cr_assert (asprintf (&path, "%s/sh.yaml", dir) > 0);
+  FILE *f = fopen (path, "we");
+  cr_assert_not_null (f, "%s: %s", path, strerror (errno));
+  fprintf (f, "rootfs: %s\nruntime: %s\ncommand: [/bin/sh, -s]\n", harness_rootfs (),
+           harness_runtime ());
+  fclose (f);
+  chmod (path, 0644);
+  snprintf (profile, sizeof profile, "sh=%s", path);
+  const char *const args[]
+      = { "--pool-size", "1", "--pool-sandboxes", "1", "--profile", profile, NULL };
+  struct serve_job s;
+  serve_start (args, &s);
+  if (runsc_refused (&s, NULL))
+    {
+      serve_stop_ok (&s);
+      return;
+    }
+  /* Whatever the open answers, the live shelf is wanted from now on. */
+  char *answer;
+  call (&s, NULL, "POST", "/v1/sandboxes", "{\"profile\": \"sh\"}", &answer);
+  free (answer);
+  int cold = 0;
+  for (int i = 0; i < 8; i++)
+    {
+      usleep ((useconds_t)(harness_scaled (0.6) * 1e6));
+      long st = call (&s, NULL, "POST", "/v1/runs", "{\"profile\": \"sh\", \"code\": \"echo hi\"}",
+                      &answer);
+      cr_assert_eq (st, 200, "%ld %s", st, answer);
+      json_t *j = parse (answer);
+      free (answer);
+      cr_assert_str_eq (json_str_of (j, "stdout"), "hi\n");
+      cold += strcmp (json_str_of (j, "served"), "warm") != 0;
+      json_decref (j);
+    }
+  cr_assert_eq (cold, 0, "%d of 8 single runs were served cold behind the failing live starts",
+                cold);
+  cr_assert (metric (&s, "nsbox_pool_sandboxes_ready{profile=\"sh\"} ") == 0);
+  serve_stop_ok (&s);
+  free (path);
+  free (dir);
+}
+
 /* A request as another uid: connected after dropping to OTHER_UID (the
  * peer's credentials are taken at connect), with the group that may reach
  * the socket. */
