@@ -298,7 +298,7 @@ Test (serve_sandbox, warm_sandboxes_are_each_fresh_and_their_own, .timeout = 180
   for (int i = 0; i < 2; i++)
     {
       json_t *j = run_ok (&s, NULL, ids[i], "mine");
-      char want[8];
+      char want[16];
       snprintf (want, sizeof want, "%d", i);
       cr_assert_str_eq (json_str_of (j, "value"), want);
       json_decref (j);
