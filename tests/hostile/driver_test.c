@@ -133,7 +133,8 @@ Test (driver, forged_answers_end_only_the_forging_run, .timeout = 180)
                                           "threading.Thread(target=later).start()\n3");
   json_t *c = repl_next (&victim, 30);
   cr_assert_str_eq (json_str_of (c, "value"), "3");
-  usleep (1000000);
+  /* Past the thread's 0.3 s, with room for a loaded machine. */
+  usleep ((useconds_t)(harness_scaled (2.0) * 1e6));
   repl_feed (&victim, "v + 1");
   json_t *d = repl_next (&victim, 30);
   cr_assert_eq (json_int_of (d, "sandbox_run"), 4);
@@ -144,21 +145,29 @@ Test (driver, forged_answers_end_only_the_forging_run, .timeout = 180)
 }
 
 /* A thread that writes for ever: each run's output is capped, the sandbox
- * still answers; os._exit in the middle of a run then loses it. */
+ * still answers; os._exit in the middle of a run then loses it. Each run
+ * waits until the writer wrote 256 KiB more during it (four caps): a run
+ * that ends at once could see no more than the pipe held. */
+#define WAIT_FOR_WRITER                                                                            \
+  "start = written[0]\n"                                                                           \
+  "while written[0] < start + 262144:\n"                                                           \
+  "    time.sleep(0.01)\n"
+
 Test (driver, a_writer_for_ever_then_exit_mid_run, .timeout = 180)
 {
   if (!begin (5))
     return;
-  repl_feed (&victim, "import threading, sys, os\n"
+  repl_feed (&victim, "import threading, sys, os, time\n"
+                      "written = [0]\n"
                       "def w():\n"
                       "    while True:\n"
                       "        sys.stdout.write('x' * 4096)\n"
-                      "threading.Thread(target=w, daemon=True).start()\n"
-                      "import time\ntime.sleep(0.5)\n7");
+                      "        written[0] += 4096\n"
+                      "threading.Thread(target=w, daemon=True).start()\n" WAIT_FOR_WRITER "7");
   json_t *a = repl_next (&victim, 30);
   cr_assert (json_bool_of (a, "stdout_truncated"));
   cr_assert_str_eq (json_str_of (a, "value"), "7");
-  repl_feed (&victim, "8");
+  repl_feed (&victim, WAIT_FOR_WRITER "8");
   json_t *b = repl_next (&victim, 30);
   cr_assert_str_eq (json_str_of (b, "value"), "8");
   cr_assert (json_bool_of (b, "stdout_truncated"), "the writer's bytes were not capped");
@@ -174,12 +183,14 @@ Test (driver, output_after_a_run_is_the_next_runs, .timeout = 180)
   if (!begin (5))
     return;
   repl_feed (&victim, "import subprocess\n"
-                      "subprocess.Popen(['/bin/sh', '-c', 'sleep 0.5; echo late'])\n"
+                      "bg = subprocess.Popen(['/bin/sh', '-c', 'sleep 0.5; echo late'])\n"
                       "print('now')");
   json_t *a = repl_next (&victim, 30);
   cr_assert_str_eq (json_str_of (a, "stdout"), "now\n");
-  usleep (1500000);
-  repl_feed (&victim, "print('next')");
+  /* The late line is written between the runs (bg.wait() only makes sure
+   * of it on a machine too loaded for the pause). */
+  usleep ((useconds_t)(harness_scaled (1.5) * 1e6));
+  repl_feed (&victim, "bg.wait()\nprint('next')");
   json_t *b = repl_next (&victim, 30);
   cr_assert_str_eq (json_str_of (b, "stdout"), "late\nnext\n");
   cr_assert_eq (repl_end (&victim, NULL), 0);
