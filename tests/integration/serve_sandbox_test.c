@@ -324,6 +324,8 @@ Test (serve_sandbox, a_driver_that_cannot_start_does_not_slow_single_runs, .time
   fclose (f);
   chmod (path, 0644);
   snprintf (profile, sizeof profile, "sh=%s", path);
+  free (path);
+  free (dir);
   const char *const args[]
       = { "--pool-size", "1", "--pool-sandboxes", "1", "--profile", profile, NULL };
   struct serve_job s;
@@ -354,8 +356,6 @@ Test (serve_sandbox, a_driver_that_cannot_start_does_not_slow_single_runs, .time
                 cold);
   cr_assert (metric (&s, "nsbox_pool_sandboxes_ready{profile=\"sh\"} ") == 0);
   serve_stop_ok (&s);
-  free (path);
-  free (dir);
 }
 
 /* A request as another uid: connected after dropping to OTHER_UID (the
