@@ -473,6 +473,8 @@ run_cli_wait (struct run_job *job, const char *code, size_t len, struct run_out 
     cr_assert (errno == EINTR, "wait4: %s", strerror (errno));
   out->seconds = now_seconds () - job->start;
   out->peak_rss_kb = ru.ru_maxrss;
+  out->cpu_seconds = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec)
+                     + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   out->exit_status = WIFEXITED (status) ? WEXITSTATUS (status) : -1;
   out->term_signal = WIFSIGNALED (status) ? WTERMSIG (status) : 0;
   out->out = buf_take (&ob, &out->out_len);

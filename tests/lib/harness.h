@@ -62,6 +62,10 @@ struct run_out
   double seconds;   /* wall time of the launcher process */
   json_t *json;     /* the parsed result, or NULL */
   long peak_rss_kb; /* wait4 ru_maxrss of the launcher process */
+  /* CLI: user plus system CPU seconds of the launcher and every process it
+   * (or one of its descendants) waited for, as wait4 counts them: under
+   * runsc, gVisor's own. Library: 0. */
+  double cpu_seconds;
   /* Extra, for assertions and messages: */
   long base_rss_kb; /* library: RSS of the forked launcher before nsbox_run; CLI: 0 */
   pid_t pid;        /* pid of the launcher process (names its cgroups) */
