@@ -1,0 +1,561 @@
+"""The asyncio client: the methods of Client as coroutines, on asyncio's
+own streams and subprocesses (no thread per call)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+import warnings
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
+
+from ._errors import ConnectionError, Error, QuotaExceeded, SandboxLost, ServerBusy, UsageError
+from ._http import (
+    DEFAULT_REQUEST_TIMEOUT,
+    NDJSON,
+    Address,
+    Answer,
+    HttpTransport,
+    StreamLine,
+    check,
+    read_token,
+    request_timeout,
+    result_of,
+    run_body,
+    sandbox_body,
+    stream_line,
+)
+from ._local import InputValue, LocalCli, PrivateServer, cli_result
+from ._result import Result
+
+__all__ = ["AsyncClient", "AsyncSandbox"]
+
+_HEAD_LIMIT = 64 * 1024
+_IDLE_REUSE = 30.0  # seconds: past this an idle connection is not reused
+T = TypeVar("T")
+
+
+class _BadAnswer(Exception):
+    pass
+
+
+async def _read_head(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, str], str]:
+    line = await reader.readline()
+    if not line:
+        raise _BadAnswer("the server closed the connection without answering")
+    parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise _BadAnswer("the server's status line is not HTTP/1.x")
+    headers: Dict[str, str] = {}
+    size = len(line)
+    while True:
+        h = await reader.readline()
+        size += len(h)
+        if size > _HEAD_LIMIT:
+            raise _BadAnswer("the server's headers are too long")
+        if not h.endswith(b"\n"):
+            raise _BadAnswer("the server closed the connection mid-headers")
+        if h in (b"\r\n", b"\n"):
+            break
+        name, sep, value = h.decode("latin-1").partition(":")
+        if not sep:
+            raise _BadAnswer("a header line without a colon")
+        headers[name.strip().lower()] = value.strip()
+    return int(parts[1]), headers, parts[0]
+
+
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """The data of a chunked body, chunk by chunk, strictly framed."""
+    while True:
+        line = await reader.readline()
+        if not line.endswith(b"\n"):
+            raise _BadAnswer("the server closed the connection mid-body")
+        size_text = line.split(b";", 1)[0].strip()
+        if not size_text or len(size_text) > 16 or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
+            raise _BadAnswer("a bad chunk size")
+        size = int(size_text, 16)
+        if size == 0:
+            while True:
+                t = await reader.readline()
+                if not t.endswith(b"\n"):
+                    raise _BadAnswer("the server closed the connection mid-trailers")
+                if t in (b"\r\n", b"\n"):
+                    return
+        data = await reader.readexactly(size)
+        if await reader.readexactly(2) != b"\r\n":
+            raise _BadAnswer("a chunk not ended by CRLF")
+        yield data
+
+
+async def _body(reader: asyncio.StreamReader, headers: Mapping[str, str], status: int, method: str) -> Tuple[bytes, bool]:
+    """The body, and whether the connection may carry another request."""
+    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        return b"", True
+    te = headers.get("transfer-encoding")
+    if te is not None:
+        if te.lower() != "chunked":
+            raise _BadAnswer(f"a transfer-encoding of {te!r}")
+        return b"".join([c async for c in _chunks(reader)]), True
+    cl = headers.get("content-length")
+    if cl is not None:
+        if not cl.isdigit():
+            raise _BadAnswer("a bad content-length")
+        return await reader.readexactly(int(cl)), True
+    return await reader.read(), False
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.idle_since = time.monotonic()
+
+    def usable(self) -> bool:
+        return (
+            not self.reader.at_eof()
+            and not self.writer.is_closing()
+            and time.monotonic() - self.idle_since < _IDLE_REUSE
+        )
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class _AsyncTransport:
+    def __init__(self, address: str, token: Optional[str], max_connections: int) -> None:
+        self.address = Address.parse(address)
+        self._token = token
+        self._max = max_connections
+        self._sem: Optional[asyncio.Semaphore] = None
+        self._idle: List[_Conn] = []
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        if self._sem is None:  # made in the running loop
+            self._sem = asyncio.Semaphore(self._max)
+        return self._sem
+
+    async def _connect(self) -> _Conn:
+        a = self.address
+        if a.unix_path is not None:
+            r, w = await asyncio.open_unix_connection(a.unix_path, limit=_HEAD_LIMIT * 2)
+        else:
+            r, w = await asyncio.open_connection(a.host, a.port, limit=_HEAD_LIMIT * 2)
+        return _Conn(r, w)
+
+    def _head(self, method: str, path: str, body: Optional[bytes], accept: str) -> bytes:
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.address.host_header}", f"Accept: {accept}",
+                 "User-Agent: nsbox-python/0.1.0"]
+        if body is not None:
+            lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        if self._token is not None:
+            lines.append(f"Authorization: Bearer {self._token}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    async def _exchange(self, conn: _Conn, method: str, path: str, body: Optional[bytes]) -> Tuple[Answer, bool]:
+        conn.writer.write(self._head(method, path, body, "application/json") + (body or b""))
+        await conn.writer.drain()
+        status, headers, version = await _read_head(conn.reader)
+        data, framed = await _body(conn.reader, headers, status, method)
+        keep = framed and version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        return Answer(status, headers, data), keep
+
+    async def request(self, method: str, path: str, body: Optional[bytes], timeout: float) -> Answer:
+        async with self._semaphore():
+            conn: Optional[_Conn] = None
+            while self._idle and conn is None:
+                c = self._idle.pop()
+                if c.usable():
+                    conn = c
+                else:
+                    c.close()
+            what = f"{method} {path} on {self.address.text}"
+            keep = False
+            try:
+                if conn is None:
+                    conn = await asyncio.wait_for(self._connect(), timeout)
+                answer, keep = await asyncio.wait_for(self._exchange(conn, method, path, body), timeout)
+                return answer
+            except asyncio.TimeoutError:
+                raise ConnectionError(f"{what}: no answer within {timeout:.0f} s") from None
+            except (OSError, asyncio.IncompleteReadError, _BadAnswer) as e:
+                raise ConnectionError(f"{what}: {_why(e)}") from None
+            finally:
+                if conn is not None:
+                    if keep:
+                        conn.idle_since = time.monotonic()
+                        self._idle.append(conn)
+                    else:
+                        conn.close()
+
+    async def stream(self, path: str, body: bytes, timeout: float, what: str) -> AsyncIterator[StreamLine]:
+        deadline = time.monotonic() + timeout
+        conn: Optional[_Conn] = None
+
+        def left() -> float:
+            return max(0.001, deadline - time.monotonic())
+
+        try:
+            conn = await asyncio.wait_for(self._connect(), left())
+            conn.writer.write(self._head("POST", path, body, NDJSON) + body)
+            await conn.writer.drain()
+            status, headers, _ = await asyncio.wait_for(_read_head(conn.reader), left())
+            if status != 200 or NDJSON not in headers.get("content-type", ""):
+                data, _ = await asyncio.wait_for(_body(conn.reader, headers, status, "POST"), left())
+                check(Answer(status, headers, data), what)
+                raise Error(f"{what}: the server did not stream (HTTP {status})")
+            if headers.get("transfer-encoding", "").lower() != "chunked":
+                raise Error(f"{what}: the server's stream is not chunked")
+            pending = b""
+            chunks = _chunks(conn.reader).__aiter__()
+            while True:
+                try:
+                    data = await asyncio.wait_for(chunks.__anext__(), left())
+                except StopAsyncIteration:
+                    raise ConnectionError(f"{what}: the server ended the stream before the result") from None
+                pending += data
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    item = stream_line(line, what)
+                    if item is None:
+                        continue
+                    yield item
+                    if isinstance(item, Result):
+                        return
+        except asyncio.TimeoutError:
+            raise ConnectionError(f"{what}: no answer within {timeout:.0f} s") from None
+        except (OSError, asyncio.IncompleteReadError, _BadAnswer) as e:
+            raise ConnectionError(f"{what} on {self.address.text}: {_why(e)}") from None
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def close(self) -> None:
+        for c in self._idle:
+            c.close()
+        self._idle.clear()
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, asyncio.IncompleteReadError):
+        return "the server closed the connection mid-answer"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or type(e).__name__
+
+
+async def _with_retries(retries: int, call: Callable[[], Any]) -> Any:
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except (ServerBusy, QuotaExceeded) as e:
+            if attempt >= retries:
+                raise
+            attempt += 1
+            await asyncio.sleep(e.retry_after)
+
+
+async def _deliver(events: AsyncIterator[StreamLine], on_stdout: Optional[Callable[[str], Any]],
+                   on_stderr: Optional[Callable[[str], Any]]) -> Result:
+    async for e in events:
+        if isinstance(e, Result):
+            return e
+        cb = on_stdout if e.stream == "stdout" else on_stderr
+        if cb is not None:
+            ret = cb(e.data)
+            if asyncio.iscoroutine(ret):
+                await ret
+    raise Error("the stream ended without a result")
+
+
+class AsyncClient:
+    """Client's methods as coroutines: await client.run(...), async for in
+    client.run_stream(...), async with client.sandbox() as sb. The same
+    arguments as Client; max_connections bounds the connections to a server
+    (calls past it wait for one). Cancelling a call kills its run."""
+
+    def __init__(
+        self,
+        server: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        retries: int = 0,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        max_connections: int = 32,
+        nsbox: Optional[str] = None,
+        config: Optional[str] = None,
+        **keys: Any,
+    ) -> None:
+        if not isinstance(retries, int) or retries < 0:
+            raise UsageError("retries must be an integer of 0 or more")
+        if not isinstance(max_connections, int) or max_connections < 1:
+            raise UsageError("max_connections must be an integer of 1 or more")
+        self.retries = retries
+        self.request_timeout = float(request_timeout)
+        self._max = max_connections
+        self._cli: Optional[LocalCli] = None
+        self._http: Optional[_AsyncTransport] = None
+        self._sync: Optional[HttpTransport] = None  # for a sandbox's close at garbage collection
+        self._private: Optional[PrivateServer] = None
+        self._starting: Optional["asyncio.Future[PrivateServer]"] = None
+        if server is None:
+            if token is not None or token_file is not None:
+                raise UsageError("a token is for a server: AsyncClient(server, token=...)")
+            self._cli = LocalCli(nsbox, config, keys)
+        else:
+            if keys or config is not None or nsbox is not None:
+                names = ", ".join(sorted(keys)) or ("config" if config is not None else "nsbox")
+                raise UsageError(f"{names}: a server's configuration is its profiles'; give per-run keys to run()")
+            t = read_token(token, token_file)
+            self._http = _AsyncTransport(server, t, max_connections)
+            self._sync = HttpTransport(server, t)
+
+    @property
+    def local(self) -> bool:
+        return self._cli is not None
+
+    async def _server(self) -> Tuple[_AsyncTransport, HttpTransport]:
+        if self._http is not None and self._sync is not None:
+            return self._http, self._sync
+        assert self._cli is not None
+        if self._private is None or not self._private.alive():
+            if self._starting is None:
+                cli = self._cli
+                loop = asyncio.get_running_loop()
+                self._starting = asyncio.ensure_future(loop.run_in_executor(None, PrivateServer, cli))
+            try:
+                private = await asyncio.shield(self._starting)
+            finally:
+                if self._starting is not None and self._starting.done():
+                    self._starting = None
+            if self._private is not private:
+                if self._private is not None:
+                    self._private.close()
+                self._private = private
+                self._private_http = _AsyncTransport(f"unix:{private.socket}", None, self._max)
+        return self._private_http, self._private.transport
+
+    async def _run_cli(self, code: str, keys: Mapping[str, Any], inputs: Optional[Mapping[str, InputValue]],
+                       output_dir: Optional["str | os.PathLike[str]"]) -> Result:
+        assert self._cli is not None
+        argv, limit, scratch = self._cli.prepare(code, keys, inputs, output_dir, self.request_timeout)
+        try:
+            try:
+                p = await asyncio.create_subprocess_exec(
+                    *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE)
+            except OSError as e:
+                raise ConnectionError(f"could not run {argv[0]!r}: {e.strerror}") from None
+            try:
+                out, err = await asyncio.wait_for(p.communicate(code.encode("utf-8", "surrogateescape")), limit)
+            except asyncio.TimeoutError:
+                raise ConnectionError(f"nsbox run gave no result within {limit:.0f} s") from None
+            finally:
+                if p.returncode is None:
+                    p.kill()
+                    await p.wait()
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+        assert p.returncode is not None
+        return cli_result(p.returncode, out, err)
+
+    async def run(
+        self,
+        code: str,
+        *,
+        inputs: Optional[Mapping[str, InputValue]] = None,
+        output_dir: Optional["str | os.PathLike[str]"] = None,
+        on_stdout: Optional[Callable[[str], Any]] = None,
+        on_stderr: Optional[Callable[[str], Any]] = None,
+        profile: Optional[str] = None,
+        **keys: Any,
+    ) -> Result:
+        """As Client.run; the callbacks may be coroutine functions."""
+        if on_stdout is not None or on_stderr is not None:
+            if inputs or output_dir is not None:
+                raise UsageError("a streamed run takes no inputs or output_dir")
+            return await _deliver(self.run_stream(code, profile=profile, **keys), on_stdout, on_stderr)
+        if self._cli is not None:
+            if profile is not None:
+                raise UsageError("profile names a server's profile; a local client has none")
+            result: Result = await _with_retries(self.retries, lambda: self._run_cli(code, keys, inputs, output_dir))
+            return result
+        if inputs or output_dir is not None:
+            raise UsageError("inputs and output_dir name this host's files: a server takes neither")
+        http, _ = await self._server()
+        body = run_body(code, dict(keys, profile=profile))
+        limit = request_timeout(keys, self.request_timeout)
+
+        async def once() -> Result:
+            return result_of(await http.request("POST", "/v1/runs", body, limit), "run")
+
+        result = await _with_retries(self.retries, once)
+        return result
+
+    async def run_stream(self, code: str, *, profile: Optional[str] = None, **keys: Any) -> AsyncIterator[StreamLine]:
+        """As Client.run_stream: async for event in client.run_stream(code)."""
+        if self._cli is not None and profile is not None:
+            raise UsageError("profile names a server's profile; a local client has none")
+        body = run_body(code, dict(keys, profile=profile))
+        limit = request_timeout(keys, self.request_timeout)
+        http, _ = await self._server()
+        async for e in http.stream("/v1/runs", body, limit, "run"):
+            yield e
+
+    def sandbox(self, *, profile: Optional[str] = None, session: Optional[str] = None,
+                idle_timeout: Union[str, int, float, None] = None,
+                max_lifetime: Union[str, int, float, None] = None,
+                max_runs: Optional[int] = None) -> "_Opening":
+        """Opens a live sandbox: async with client.sandbox() as sb, or
+        sb = await client.sandbox() (then await sb.close())."""
+        body = sandbox_body(profile, session,
+                            {"idle_timeout": idle_timeout, "max_lifetime": max_lifetime, "max_runs": max_runs})
+        return _Opening(self, body)
+
+    async def _open(self, body: bytes) -> "AsyncSandbox":
+        http, sync = await self._server()
+
+        async def once() -> Answer:
+            return check(await http.request("POST", "/v1/sandboxes", body, self.request_timeout), "open sandbox")
+
+        answer: Answer = await _with_retries(self.retries, once)
+        try:
+            info = json.loads(answer.body)
+        except ValueError:
+            raise Error("open sandbox: the server's answer is not JSON") from None
+        if not isinstance(info, dict) or not isinstance(info.get("id"), str):
+            raise Error("open sandbox: the server's answer has no id")
+        return AsyncSandbox(self, http, sync, info)
+
+    async def health(self) -> Dict[str, Any]:
+        http, _ = await self._server()
+        a = await http.request("GET", "/v1/health", None, self.request_timeout)
+        if a.status not in (200, 503):
+            check(a, "health")
+        obj = json.loads(a.body)
+        if not isinstance(obj, dict):
+            raise Error("health: the server's answer is not an object")
+        return obj
+
+    async def close(self) -> None:
+        """Closes the connections and stops a private server."""
+        if self._http is not None:
+            self._http.close()
+        if self._sync is not None:
+            self._sync.close()
+        if self._private is not None:
+            self._private_http.close()
+            private, self._private = self._private, None
+            await asyncio.get_running_loop().run_in_executor(None, private.close)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class _Opening:
+    """What AsyncClient.sandbox() returns: awaitable, or an async context
+    manager that closes the sandbox at its end."""
+
+    def __init__(self, client: AsyncClient, body: bytes) -> None:
+        self._client, self._body = client, body
+        self._sandbox: Optional[AsyncSandbox] = None
+
+    def __await__(self) -> Any:
+        return self._client._open(self._body).__await__()
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        self._sandbox = await self._client._open(self._body)
+        return self._sandbox
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._sandbox is not None:
+            await self._sandbox.close()
+
+
+class AsyncSandbox:
+    """A live sandbox of an AsyncClient: await sb.run("x = 1")."""
+
+    def __init__(self, client: AsyncClient, http: _AsyncTransport, sync: HttpTransport, info: Mapping[str, Any]) -> None:
+        self.id: str = str(info["id"])
+        self.profile: Optional[str] = info.get("profile") if isinstance(info.get("profile"), str) else None
+        self.expires_at: Optional[str] = info.get("expires_at") if isinstance(info.get("expires_at"), str) else None
+        self._client, self._http, self._sync = client, http, sync
+        self._closed = False
+        self._lost: Optional[str] = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _usable(self) -> None:
+        if self._closed:
+            raise SandboxLost(f"sandbox {self.id}: closed", "closed")
+        if self._lost is not None:
+            raise SandboxLost(f"sandbox {self.id}: {self._lost}", self._lost)
+
+    def _seen(self, r: Result) -> Result:
+        if r.sandbox_lost:
+            self._lost = f"its state was lost in run {r.sandbox_run}"
+        return r
+
+    async def run(self, code: str, *, on_stdout: Optional[Callable[[str], Any]] = None,
+                  on_stderr: Optional[Callable[[str], Any]] = None, **keys: Any) -> Result:
+        self._usable()
+        if on_stdout is not None or on_stderr is not None:
+            return await _deliver(self.run_stream(code, **keys), on_stdout, on_stderr)
+        body = run_body(code, keys)
+        limit = request_timeout(keys, self._client.request_timeout)
+        path = f"/v1/sandboxes/{self.id}/runs"
+
+        async def once() -> Result:
+            return result_of(await self._http.request("POST", path, body, limit), "run", self.id)
+
+        result: Result = await _with_retries(self._client.retries, once)
+        return self._seen(result)
+
+    async def run_stream(self, code: str, **keys: Any) -> AsyncIterator[StreamLine]:
+        self._usable()
+        body = run_body(code, keys)
+        limit = request_timeout(keys, self._client.request_timeout)
+        async for e in self._http.stream(f"/v1/sandboxes/{self.id}/runs", body, limit, "run"):
+            if isinstance(e, Result):
+                self._seen(e)
+            yield e
+
+    async def info(self) -> Dict[str, Any]:
+        self._usable()
+        a = await self._http.request("GET", f"/v1/sandboxes/{self.id}", None, self._client.request_timeout)
+        obj = json.loads(check(a, f"sandbox {self.id}", self.id).body)
+        if not isinstance(obj, dict):
+            raise Error("sandbox: the server's answer is not an object")
+        return obj
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        a = await self._http.request("DELETE", f"/v1/sandboxes/{self.id}", None, self._client.request_timeout)
+        if a.status not in (204, 404, 410):
+            check(a, f"close sandbox {self.id}", self.id)
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        warnings.warn(f"nsbox sandbox {self.id} was not closed; closing it now", ResourceWarning, stacklevel=2)
+        self._closed = True
+        try:  # no loop may be running here: a blocking DELETE of its own
+            self._sync.request("DELETE", f"/v1/sandboxes/{self.id}", None, 30.0)
+        except Error:
+            pass
