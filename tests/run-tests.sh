@@ -13,6 +13,9 @@
 #   6. tests/mcp/run.sh: nsbox mcp through the official MCP SDK client
 #      (node --test), as the invoking user and as the test user. Skipped
 #      when node or npm is missing (a failure when NSBOX_TEST_MUST_WORK=1).
+#   7. tests/python/run.sh: the Python package (mypy --strict, pyflakes,
+#      pytest against the CLI and real nsbox serve servers), as the invoking
+#      user and as the test user.
 # Exported to the test binaries: NSBOX_TEST_ROOTFS (tests/fixtures/rootfs.sh),
 # NSBOX_BIN (the nsbox binary, copied where the test user can run it if the
 # build directory is out of its reach) and, for pass 3, NSBOX_TEST_USER.
@@ -282,6 +285,37 @@ run_mcp_pass() { # SEQ LABEL [VAR=VALUE...]
 	fi
 }
 
+# The Python package (tests/python/run.sh): mypy and pyflakes, then
+# pytest, whose last line counts ("3 failed, 80 passed, 1 skipped in 9s").
+run_python_pass() { # SEQ LABEL [VAR=VALUE...]
+	local seq="$1" label="$2" out rc line passed=0 failed=0 errors=0 skipped=0 began=$SECONDS
+	shift 2
+	out="$(mktemp -p "$results")"
+	show_begin "$label"
+	set +e
+	env "$@" timeout --kill-after=30 "$pass_timeout" "$here/python/run.sh" 2>&1 | out_sink "$out"
+	rc="${PIPESTATUS[0]}"
+	set -e
+	show_end "$label" "$out"
+	line="$(grep -aE '^=*[ ]*[0-9]+ (passed|failed|error)' "$out" | tail -n1 || true)"
+	passed="$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)"
+	failed="$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+' || true)"
+	errors="$(grep -oE '[0-9]+ errors?' <<<"$line" | grep -oE '[0-9]+' || true)"
+	skipped="$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || true)"
+	passed="${passed:-0}" failed="${failed:-0}" errors="${errors:-0}" skipped="${skipped:-0}"
+	local bad=$((failed + errors)) tested=$((passed + failed + errors + skipped))
+	if [ "$rc" -ne 0 ] || [ "$bad" -gt 0 ] || { [ "$must_work" = 1 ] && { [ "$passed" -eq 0 ] || [ "$skipped" -gt 0 ]; }; }; then
+		[ "$bad" -gt 0 ] || bad=1
+		record "$seq" "$passed" "$bad" 1 "FAIL  $label: exit $rc; tested $tested, passing $passed, skipped $skipped in $((SECONDS - began)) s"
+		{
+			printf '\n==== failed in: %s ====\n' "$label"
+			grep -a -E '^(FAILED|ERROR|SKIPPED) |^E  |error:' "$out" | tail -n 40
+		} >"$results/$seq.failed" || true
+	else
+		record "$seq" "$passed" 0 0 "ok    $label: tested $tested, passing $passed in $((SECONDS - began)) s"
+	fi
+}
+
 # What the passes need, found before any lane starts.
 runsc_bin="${NSBOX_RUNSC:-$(command -v runsc || true)}"
 runsc_why=""
@@ -379,6 +413,13 @@ lane_runsc_self() {
 			run_mcp_pass 11 "$mcp_label as $user_label" -u NSBOX_TEST_RUNTIME \
 				NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin"
 		fi
+	fi
+	run_python_pass 13 "python (pytest) as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME
+	if [ -n "$user_why" ]; then
+		skip_pass 14 "python (pytest) as $user_label" "$user_why"
+	else
+		run_python_pass 14 "python (pytest) as $user_label" -u NSBOX_TEST_RUNTIME \
+			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin"
 	fi
 	# rootfs-tools: $NSBOX_BUILD/tests/image (store, layers, offline inputs,
 	# registry client) when it was built, with NSBOX_IMAGE_BIN set. It drives
