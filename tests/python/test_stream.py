@@ -10,6 +10,7 @@ import time
 from typing import List, Tuple
 
 import nsbox
+import pytest
 from conftest import NSBOX_BIN, ROOTFS, host_processes_with, wait_until
 
 CODE = "import time\nprint('first', flush=True)\ntime.sleep(1)\nprint('second')\n"
@@ -60,14 +61,21 @@ def test_async_stream(start_server) -> None:  # type: ignore[no-untyped-def]
     check_timeline(asyncio.run(main(nsbox.AsyncClient(nsbox=NSBOX_BIN, rootfs=ROOTFS))))
 
 
-def test_leaving_a_stream_early_kills_its_run(client: nsbox.Client) -> None:
+@pytest.mark.parametrize("transport", ["local", "unix", "tcp"])
+def test_leaving_a_stream_early_kills_its_run(transport: str, start_server) -> None:  # type: ignore[no-untyped-def]
+    # A run allowed a minute: only the hang-up can end it within the wait.
+    if transport == "local":
+        client = nsbox.Client(nsbox=NSBOX_BIN, rootfs=ROOTFS, timeout="60s")
+    else:
+        client = start_server("--timeout", "60s", tcp=transport == "tcp").client()
     tag = f"nsbox-py-left-{secrets.token_hex(6)}"
     code = (
         "import os, sys\nprint('up', flush=True)\n"
         f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', '{tag}'])\n"
     )
-    stream = client.run_stream(code, timeout="4s")
+    stream = client.run_stream(code, timeout="60s")
     assert next(iter(stream)) == nsbox.Output("stdout", "up\n")
     assert wait_until(lambda: bool(host_processes_with(tag)), 5)
     stream.close()  # type: ignore[attr-defined]
     assert wait_until(lambda: not host_processes_with(tag), 10), "the abandoned run still runs"
+    client.close()
