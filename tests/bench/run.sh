@@ -23,7 +23,8 @@
 # Then tests/bench/capture.sh: the launcher's memory under an output flood;
 # tests/bench/runsc.sh: the runtime runsc rows; then tests/bench/pool.c:
 # the warm pool's rows; tests/bench/audit.c: an audit record's cost;
-# tests/bench/egress.sh: the egress proxy's latency and throughput; then
+# tests/bench/egress.sh: the egress proxy's latency and throughput;
+# tests/bench/python.py: the Python package's overhead; then
 # tests/mcp/bench.mjs: an MCP tools/call round
 # trip to nsbox mcp against a cold chroot python (needs node).
 set -euo pipefail
@@ -351,6 +352,12 @@ echo
 # connection to the same local server, interleaved.
 echo
 NSBOX_BIN="$nsbox" NSBOX_TEST_ROOTFS="$rootfs" "$here/egress.sh" || status=$?
+
+# The Python package (tests/bench/python.py): client.run("print(1)") on a
+# unix socket against `nsbox run --server`, and locally against `nsbox run`
+# itself, interleaved.
+echo
+/usr/bin/python3 "$here/python.py" "$nsbox" "$rootfs" "$n" || status=$?
 
 # nsbox mcp (tests/mcp/bench.mjs): tools/call print(1) through the MCP SDK
 # client, pool warm, against a cold chroot python, interleaved.
