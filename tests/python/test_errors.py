@@ -12,7 +12,7 @@ from typing import Any, List
 
 import nsbox
 import pytest
-from conftest import NSBOX_BIN, ROOTFS, scaled
+from conftest import NSBOX_BIN, ROOTFS, scaled, wait_until
 
 
 def test_a_programs_failure_is_a_result(client: nsbox.Client) -> None:
@@ -123,12 +123,26 @@ def test_a_server_killed_mid_run_is_a_connection_error(start_server) -> None:  #
     assert time.monotonic() - began < scaled(10)
 
 
+def all_stopped(pid: int) -> bool:
+    states = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                states.append(f.read().rsplit(") ", 1)[1][0])
+        except OSError:
+            continue
+    return bool(states) and all(st == "T" for st in states)
+
+
 def test_a_stopped_server_times_out_on_the_client(start_server) -> None:  # type: ignore[no-untyped-def]
     s = start_server()
     c = s.client(request_timeout=2)
     assert c.health()["status"] == "ok"
     os.kill(s.proc.pid, signal.SIGSTOP)
     try:
+        # A thread busy in the kernel (a pooled sandbox's clone) stops a
+        # little later: wait until every thread of the server has.
+        assert wait_until(lambda: all_stopped(s.proc.pid), 5)
         began = time.monotonic()
         with pytest.raises(nsbox.ConnectionError, match="no answer within 2 s"):
             c.health()

@@ -11,7 +11,8 @@ import time
 import warnings
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
-from ._errors import ConnectionError, Error, QuotaExceeded, SandboxLost, ServerBusy, UsageError
+from ._client import SandboxState, setup
+from ._errors import ConnectionError, Error, QuotaExceeded, ServerBusy, UsageError
 from ._http import (
     DEFAULT_REQUEST_TIMEOUT,
     NDJSON,
@@ -20,14 +21,14 @@ from ._http import (
     HttpTransport,
     StreamLine,
     check,
-    read_token,
     request_timeout,
     result_of,
     run_body,
     sandbox_body,
     stream_line,
+    why,
 )
-from ._local import InputValue, LocalCli, PrivateServer, cli_result
+from ._local import InputValue, PrivateServer, cli_result
 from ._result import Result
 
 __all__ = ["AsyncClient", "AsyncSandbox"]
@@ -179,7 +180,7 @@ class _AsyncTransport:
             except asyncio.TimeoutError:
                 raise ConnectionError(f"{what}: no answer within {timeout:.0f} s") from None
             except (OSError, asyncio.IncompleteReadError, _BadAnswer) as e:
-                raise ConnectionError(f"{what}: {_why(e)}") from None
+                raise ConnectionError(f"{what}: {why(e)}") from None
             finally:
                 if conn is not None:
                     if keep:
@@ -225,7 +226,7 @@ class _AsyncTransport:
         except asyncio.TimeoutError:
             raise ConnectionError(f"{what}: no answer within {timeout:.0f} s") from None
         except (OSError, asyncio.IncompleteReadError, _BadAnswer) as e:
-            raise ConnectionError(f"{what} on {self.address.text}: {_why(e)}") from None
+            raise ConnectionError(f"{what} on {self.address.text}: {why(e)}") from None
         finally:
             if conn is not None:
                 conn.close()
@@ -234,14 +235,6 @@ class _AsyncTransport:
         for c in self._idle:
             c.close()
         self._idle.clear()
-
-
-def _why(e: BaseException) -> str:
-    if isinstance(e, asyncio.IncompleteReadError):
-        return "the server closed the connection mid-answer"
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    return str(e) or type(e).__name__
 
 
 async def _with_retries(retries: int, call: Callable[[], Any]) -> Any:
@@ -288,27 +281,17 @@ class AsyncClient:
         config: Optional[str] = None,
         **keys: Any,
     ) -> None:
-        if not isinstance(retries, int) or retries < 0:
-            raise UsageError("retries must be an integer of 0 or more")
+        self._cli, t = setup(server, token, token_file, retries, nsbox, config, keys)
         if not isinstance(max_connections, int) or max_connections < 1:
             raise UsageError("max_connections must be an integer of 1 or more")
         self.retries = retries
         self.request_timeout = float(request_timeout)
         self._max = max_connections
-        self._cli: Optional[LocalCli] = None
         self._http: Optional[_AsyncTransport] = None
         self._sync: Optional[HttpTransport] = None  # for a sandbox's close at garbage collection
         self._private: Optional[PrivateServer] = None
         self._starting: Optional["asyncio.Future[PrivateServer]"] = None
-        if server is None:
-            if token is not None or token_file is not None:
-                raise UsageError("a token is for a server: AsyncClient(server, token=...)")
-            self._cli = LocalCli(nsbox, config, keys)
-        else:
-            if keys or config is not None or nsbox is not None:
-                names = ", ".join(sorted(keys)) or ("config" if config is not None else "nsbox")
-                raise UsageError(f"{names}: a server's configuration is its profiles'; give per-run keys to run()")
-            t = read_token(token, token_file)
+        if server is not None:
             self._http = _AsyncTransport(server, t, max_connections)
             self._sync = HttpTransport(server, t)
 
@@ -478,31 +461,12 @@ class _Opening:
             await self._sandbox.close()
 
 
-class AsyncSandbox:
+class AsyncSandbox(SandboxState):
     """A live sandbox of an AsyncClient: await sb.run("x = 1")."""
 
     def __init__(self, client: AsyncClient, http: _AsyncTransport, sync: HttpTransport, info: Mapping[str, Any]) -> None:
-        self.id: str = str(info["id"])
-        self.profile: Optional[str] = info.get("profile") if isinstance(info.get("profile"), str) else None
-        self.expires_at: Optional[str] = info.get("expires_at") if isinstance(info.get("expires_at"), str) else None
+        super().__init__(info)
         self._client, self._http, self._sync = client, http, sync
-        self._closed = False
-        self._lost: Optional[str] = None
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def _usable(self) -> None:
-        if self._closed:
-            raise SandboxLost(f"sandbox {self.id}: closed", "closed")
-        if self._lost is not None:
-            raise SandboxLost(f"sandbox {self.id}: {self._lost}", self._lost)
-
-    def _seen(self, r: Result) -> Result:
-        if r.sandbox_lost:
-            self._lost = f"its state was lost in run {r.sandbox_run}"
-        return r
 
     async def run(self, code: str, *, on_stdout: Optional[Callable[[str], Any]] = None,
                   on_stderr: Optional[Callable[[str], Any]] = None, **keys: Any) -> Result:
@@ -511,7 +475,7 @@ class AsyncSandbox:
             return await _deliver(self.run_stream(code, **keys), on_stdout, on_stderr)
         body = run_body(code, keys)
         limit = request_timeout(keys, self._client.request_timeout)
-        path = f"/v1/sandboxes/{self.id}/runs"
+        path = self._path("/runs")
 
         async def once() -> Result:
             return result_of(await self._http.request("POST", path, body, limit), "run", self.id)
@@ -523,14 +487,14 @@ class AsyncSandbox:
         self._usable()
         body = run_body(code, keys)
         limit = request_timeout(keys, self._client.request_timeout)
-        async for e in self._http.stream(f"/v1/sandboxes/{self.id}/runs", body, limit, "run"):
+        async for e in self._http.stream(self._path("/runs"), body, limit, "run"):
             if isinstance(e, Result):
                 self._seen(e)
             yield e
 
     async def info(self) -> Dict[str, Any]:
         self._usable()
-        a = await self._http.request("GET", f"/v1/sandboxes/{self.id}", None, self._client.request_timeout)
+        a = await self._http.request("GET", self._path(), None, self._client.request_timeout)
         obj = json.loads(check(a, f"sandbox {self.id}", self.id).body)
         if not isinstance(obj, dict):
             raise Error("sandbox: the server's answer is not an object")
@@ -540,8 +504,8 @@ class AsyncSandbox:
         if self._closed:
             return
         self._closed = True
-        a = await self._http.request("DELETE", f"/v1/sandboxes/{self.id}", None, self._client.request_timeout)
-        if a.status not in (204, 404, 410):
+        a = await self._http.request("DELETE", self._path(), None, self._client.request_timeout)
+        if not self._closed_now(a.status):
             check(a, f"close sandbox {self.id}", self.id)
 
     async def __aenter__(self) -> "AsyncSandbox":
@@ -556,6 +520,6 @@ class AsyncSandbox:
         warnings.warn(f"nsbox sandbox {self.id} was not closed; closing it now", ResourceWarning, stacklevel=2)
         self._closed = True
         try:  # no loop may be running here: a blocking DELETE of its own
-            self._sync.request("DELETE", f"/v1/sandboxes/{self.id}", None, 30.0)
+            self._sync.request("DELETE", self._path(), None, 30.0)
         except Error:
             pass

@@ -41,6 +41,29 @@ def _deliver(
     raise Error("the stream ended without a result")
 
 
+def setup(
+    server: Optional[str],
+    token: Optional[str],
+    token_file: Optional[str],
+    retries: int,
+    nsbox: Optional[str],
+    config: Optional[str],
+    keys: Mapping[str, Any],
+) -> "tuple[Optional[LocalCli], Optional[str]]":
+    """The local CLI's configuration (no server), or the server's token:
+    what Client and AsyncClient check alike."""
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise UsageError("retries must be an integer of 0 or more")
+    if server is None:
+        if token is not None or token_file is not None:
+            raise UsageError("a token is for a server: Client(server, token=...)")
+        return LocalCli(nsbox, config, keys), None
+    if keys or config is not None or nsbox is not None:
+        names = ", ".join(sorted(keys)) or ("config" if config is not None else "nsbox")
+        raise UsageError(f"{names}: a server's configuration is its profiles'; give per-run keys to run()")
+    return None, read_token(token, token_file)
+
+
 class Client:
     """Runs code in nsbox sandboxes.
 
@@ -65,25 +88,12 @@ class Client:
         config: Optional[str] = None,
         **keys: Any,
     ) -> None:
-        if not isinstance(retries, int) or retries < 0:
-            raise UsageError("retries must be an integer of 0 or more")
+        self._cli, t = setup(server, token, token_file, retries, nsbox, config, keys)
         self.retries = retries
         self.request_timeout = float(request_timeout)
         self._lock = threading.Lock()
         self._private: Optional[PrivateServer] = None
-        self._cli: Optional[LocalCli] = None
-        self._http: Optional[HttpTransport] = None
-        if server is None:
-            if token is not None or token_file is not None:
-                raise UsageError("a token is for a server: Client(server, token=...)")
-            self._cli = LocalCli(nsbox, config, keys)
-        else:
-            if keys or config is not None or nsbox is not None:
-                names = ", ".join(sorted(keys)) or ("config" if config is not None else "nsbox")
-                raise UsageError(
-                    f"{names}: a server's configuration is its profiles'; give per-run keys to run()"
-                )
-            self._http = HttpTransport(server, read_token(token, token_file))
+        self._http: Optional[HttpTransport] = HttpTransport(server, t) if server is not None else None
 
     @property
     def local(self) -> bool:
@@ -202,20 +212,17 @@ def _json_object(body: bytes, what: str) -> Dict[str, Any]:
     return obj
 
 
-class Sandbox:
-    """A live sandbox of one client: sb.run("x = 1"); sb.run("x + 1").value
-    == "2". Closed by close(), at the end of a with block, or (with a
-    ResourceWarning) when garbage-collected."""
+class SandboxState:
+    """What a live sandbox's client knows of it, sync or async: its id,
+    profile and expiry as opened, and whether it was closed or lost."""
 
-    def __init__(self, client: Client, http: HttpTransport, info: Mapping[str, Any]) -> None:
+    def __init__(self, info: Mapping[str, Any]) -> None:
         sid = info.get("id")
         if not isinstance(sid, str):
             raise Error("open sandbox: the server's answer has no id")
         self.id: str = sid
         self.profile: Optional[str] = info.get("profile") if isinstance(info.get("profile"), str) else None
         self.expires_at: Optional[str] = info.get("expires_at") if isinstance(info.get("expires_at"), str) else None
-        self._client = client
-        self._http = http
         self._closed = False
         self._lost: Optional[str] = None
 
@@ -234,8 +241,23 @@ class Sandbox:
 
     def _seen(self, r: Result) -> Result:
         if r.sandbox_lost:
-            self._lost = "its state was lost in run %s" % r.sandbox_run
+            self._lost = f"its state was lost in run {r.sandbox_run}"
         return r
+
+    def _closed_now(self, status: int) -> bool:
+        """After a DELETE: gone (204), or gone already (404, 410)."""
+        return status in (204, 404, 410)
+
+
+class Sandbox(SandboxState):
+    """A live sandbox of one client: sb.run("x = 1"); sb.run("x + 1").value
+    == "2". Closed by close(), at the end of a with block, or (with a
+    ResourceWarning) when garbage-collected."""
+
+    def __init__(self, client: Client, http: HttpTransport, info: Mapping[str, Any]) -> None:
+        super().__init__(info)
+        self._client = client
+        self._http = http
 
     def run(
         self,
@@ -283,7 +305,7 @@ class Sandbox:
             return
         self._closed = True
         a = self._http.request("DELETE", self._path(), None, self._client.request_timeout)
-        if a.status not in (204, 404, 410):
+        if not self._closed_now(a.status):
             check(a, f"close sandbox {self.id}", self.id)
 
     def __enter__(self) -> "Sandbox":

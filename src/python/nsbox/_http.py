@@ -4,6 +4,7 @@ what the answers mean, and the synchronous transport on http.client
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import select
@@ -354,7 +355,7 @@ class HttpTransport:
             ) from None
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise ConnectionError(f"{method} {path} on {self.address.text}: {_why(e)}") from None
+            raise ConnectionError(f"{method} {path} on {self.address.text}: {why(e)}") from None
 
     def stream(self, path: str, body: bytes, timeout: float, what: str) -> Iterator[StreamLine]:
         conn = self._new(timeout)
@@ -378,7 +379,7 @@ class HttpTransport:
             except socket.timeout:
                 raise ConnectionError(f"{what}: no answer within {timeout:.0f} s") from None
             except (OSError, http.client.HTTPException) as e:
-                raise ConnectionError(f"{what} on {self.address.text}: {_why(e)}") from None
+                raise ConnectionError(f"{what} on {self.address.text}: {why(e)}") from None
         finally:
             conn.close()
 
@@ -389,10 +390,11 @@ class HttpTransport:
             c.close()
 
 
-def _why(e: BaseException) -> str:
+def why(e: BaseException) -> str:
+    """A transport failure in words."""
     if isinstance(e, http.client.RemoteDisconnected):
         return "the server closed the connection without answering"
-    if isinstance(e, http.client.IncompleteRead):
+    if isinstance(e, (http.client.IncompleteRead, asyncio.IncompleteReadError)):
         return "the server closed the connection mid-answer"
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
