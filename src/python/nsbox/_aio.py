@@ -92,7 +92,9 @@ async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
 
 async def _body(reader: asyncio.StreamReader, headers: Mapping[str, str], status: int, method: str) -> Tuple[bytes, bool]:
     """The body, and whether the connection may carry another request."""
-    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+    if status < 200:  # no endpoint answers 1xx: the framing is lost
+        raise _BadAnswer(f"an interim answer {status}")
+    if method == "HEAD" or status in (204, 304):
         return b"", True
     te = headers.get("transfer-encoding")
     if te is not None:

@@ -4,6 +4,7 @@ locally through the nsbox CLI or on an nsbox serve."""
 from __future__ import annotations
 
 import os
+import re
 import threading
 import warnings
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Union
@@ -218,8 +219,8 @@ class SandboxState:
 
     def __init__(self, info: Mapping[str, Any]) -> None:
         sid = info.get("id")
-        if not isinstance(sid, str):
-            raise Error("open sandbox: the server's answer has no id")
+        if not isinstance(sid, str) or not re.fullmatch(r"[0-9a-f]{32}", sid):
+            raise Error("open sandbox: the server's answer has no id of 32 hex digits")
         self.id: str = sid
         self.profile: Optional[str] = info.get("profile") if isinstance(info.get("profile"), str) else None
         self.expires_at: Optional[str] = info.get("expires_at") if isinstance(info.get("expires_at"), str) else None

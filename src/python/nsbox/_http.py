@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import math
 import select
 import socket
 import threading
@@ -175,10 +176,20 @@ def _message(body: bytes, status: int) -> str:
     return text[:200] if text else f"HTTP {status}"
 
 
+RETRY_AFTER_MAX = 60.0
+
+
+def clamp_retry(seconds: float) -> float:
+    """A server's Retry-After, finite and at most a minute."""
+    if not math.isfinite(seconds):
+        return RETRY_AFTER_MAX
+    return min(RETRY_AFTER_MAX, max(0.0, seconds))
+
+
 def _retry_after(headers: Mapping[str, str]) -> float:
     try:
-        return max(0.0, float(headers.get("retry-after", "1")))
-    except ValueError:
+        return clamp_retry(float(headers.get("retry-after", "1")))
+    except (ValueError, OverflowError):
         return 1.0
 
 
@@ -235,7 +246,7 @@ def stream_line(line: bytes, what: str) -> Optional[StreamLine]:
         if q is not None:
             raise QuotaExceeded(
                 f"{what}: this session's quota {q.quota} ({q.limit}) is used up",
-                q.retry_after_ms / 1000,
+                clamp_retry(q.retry_after_ms / 1000),
                 result,
             )
         return result
@@ -343,6 +354,8 @@ class HttpTransport:
             self._local.conn = conn
         try:
             resp = self._send(conn, method, path, body, "application/json", timeout)
+            if resp.status < 200:  # no endpoint answers 1xx: the framing is lost
+                raise http.client.HTTPException(f"an interim answer {resp.status}")
             data = resp.read()
             headers = {k.lower(): v for k, v in resp.getheaders()}
             if resp.will_close:

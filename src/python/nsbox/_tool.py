@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import math
 import os
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
 
@@ -107,8 +108,9 @@ def _check(arguments: Mapping[str, Any]) -> Union[str, Dict[str, Any]]:
     out: Dict[str, Any] = {"code": code}
     if "timeout" in arguments:
         t = arguments["timeout"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 or not math.isfinite(t):
             return "argument 'timeout' must be a positive number of seconds"
+        t = min(t, 86400)  # nsbox's most; the client's own limit still applies
         out["timeout"] = f"{max(1, int(t * 1000 + 0.5))}ms"
     files = arguments.get("files")
     if files is not None:
@@ -118,8 +120,13 @@ def _check(arguments: Mapping[str, Any]) -> Union[str, Dict[str, Any]]:
         for i, f in enumerate(files):
             if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not isinstance(f.get("content"), str):
                 return f"argument 'files': item {i} must be {{name, content}} strings"
+            name = f["name"]
+            if not name or name in (".", "..") or any(c in name for c in "/:") or any(
+                ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF for c in name
+            ):
+                return f"argument 'files': item {i}: a bad name (no /, :, control characters, . or ..)"
             try:
-                inputs[f["name"]] = base64.b64decode(f["content"], validate=True)
+                inputs[name] = base64.b64decode(f["content"], validate=True)
             except (binascii.Error, ValueError):
                 return f"argument 'files': item {i}: content is not base64"
         if inputs:
