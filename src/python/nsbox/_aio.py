@@ -4,7 +4,6 @@ own streams and subprocesses (no thread per call)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import time
@@ -21,6 +20,7 @@ from ._http import (
     HttpTransport,
     StreamLine,
     check,
+    json_object,
     request_timeout,
     result_of,
     run_body,
@@ -407,23 +407,14 @@ class AsyncClient:
             return check(await http.request("POST", "/v1/sandboxes", body, self.request_timeout), "open sandbox")
 
         answer: Answer = await _with_retries(self.retries, once)
-        try:
-            info = json.loads(answer.body)
-        except ValueError:
-            raise Error("open sandbox: the server's answer is not JSON") from None
-        if not isinstance(info, dict) or not isinstance(info.get("id"), str):
-            raise Error("open sandbox: the server's answer has no id")
-        return AsyncSandbox(self, http, sync, info)
+        return AsyncSandbox(self, http, sync, json_object(answer.body, "open sandbox"))
 
     async def health(self) -> Dict[str, Any]:
         http, _ = await self._server()
         a = await http.request("GET", "/v1/health", None, self.request_timeout)
         if a.status not in (200, 503):
             check(a, "health")
-        obj = json.loads(a.body)
-        if not isinstance(obj, dict):
-            raise Error("health: the server's answer is not an object")
-        return obj
+        return json_object(a.body, "health")
 
     async def close(self) -> None:
         """Closes the connections and stops a private server."""
@@ -497,10 +488,7 @@ class AsyncSandbox(SandboxState):
     async def info(self) -> Dict[str, Any]:
         self._usable()
         a = await self._http.request("GET", self._path(), None, self._client.request_timeout)
-        obj = json.loads(check(a, f"sandbox {self.id}", self.id).body)
-        if not isinstance(obj, dict):
-            raise Error("sandbox: the server's answer is not an object")
-        return obj
+        return json_object(check(a, f"sandbox {self.id}", self.id).body, "sandbox")
 
     async def close(self) -> None:
         if self._closed:

@@ -20,6 +20,7 @@ from ._http import (
     run_body,
     sandbox_body,
     check,
+    json_object,
     with_retries,
 )
 from ._local import InputValue, LocalCli, PrivateServer
@@ -174,7 +175,7 @@ class Client:
             self.retries,
             lambda: check(http.request("POST", "/v1/sandboxes", body, self.request_timeout), "open sandbox"),
         )
-        return Sandbox(self, http, _json_object(answer.body, "open sandbox"))
+        return Sandbox(self, http, json_object(answer.body, "open sandbox"))
 
     def health(self) -> Dict[str, Any]:
         """The server's /v1/health (locally: the private server's)."""
@@ -182,7 +183,7 @@ class Client:
         a = http.request("GET", "/v1/health", None, self.request_timeout)
         if a.status not in (200, 503):
             check(a, "health")
-        return _json_object(a.body, "health")
+        return json_object(a.body, "health")
 
     def close(self) -> None:
         """Closes the connections, and stops a private server (its live
@@ -199,18 +200,6 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _json_object(body: bytes, what: str) -> Dict[str, Any]:
-    import json
-
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        raise Error(f"{what}: the server's answer is not JSON") from None
-    if not isinstance(obj, dict):
-        raise Error(f"{what}: the server's answer is not an object")
-    return obj
 
 
 class SandboxState:
@@ -297,7 +286,7 @@ class Sandbox(SandboxState):
         warm, memory_bytes, expires_at."""
         self._usable()
         a = self._http.request("GET", self._path(), None, self._client.request_timeout)
-        return _json_object(check(a, f"sandbox {self.id}", self.id).body, "sandbox")
+        return json_object(check(a, f"sandbox {self.id}", self.id).body, "sandbox")
 
     def close(self) -> None:
         """Destroys the sandbox: every process, file and cgroup of it.

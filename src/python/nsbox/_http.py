@@ -224,6 +224,17 @@ def check(answer: Answer, what: str, sandbox_id: Optional[str] = None) -> Answer
     raise Error(f"{msg} (HTTP {s})")
 
 
+def json_object(body: bytes, what: str) -> Dict[str, Any]:
+    """A server's JSON object answer; Error when it is not one."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        raise Error(f"{what}: the server's answer is not JSON") from None
+    if not isinstance(obj, dict):
+        raise Error(f"{what}: the server's answer is not an object")
+    return obj
+
+
 def result_of(answer: Answer, what: str, sandbox_id: Optional[str] = None) -> Result:
     check(answer, what, sandbox_id)
     return Result.from_json(answer.body)
