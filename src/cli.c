@@ -404,6 +404,21 @@ local_config (const struct cli *cli, nsbox_config **out, struct nsbox_image *ima
   return ret;
 }
 
+/* --json without a result: {"error": MESSAGE, "stage": STAGE} on stdout,
+ * STAGE "input" when the input was refused before any sandbox, "run" when
+ * one could not be set up or run (nsbox(1), THE JSON RESULT). */
+static void
+json_error (const char *stage)
+{
+  json_t *o = json_pack ("{s:s,s:s}", "error", cli_last_failure (), "stage", stage);
+  cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
+  json_decref (o);
+  if (!text)
+    return;
+  nsbox_write_all (STDOUT_FILENO, text, strlen (text));
+  nsbox_write_all (STDOUT_FILENO, "\n", 1);
+}
+
 static int
 cmd_run (int argc, char **argv)
 {
@@ -435,10 +450,13 @@ cmd_run (int argc, char **argv)
   if (ret == 0)
     ret = read_code (&code, &code_len);
   nsbox_result *res = NULL;
+  bool refused = ret != 0;
   if (ret == 0 && nsbox_run (config, code, code_len, &res, &err) < 0)
     ret = cli_fail ("%s", nsbox_error_message (err));
   if (ret == 0)
     ret = report (&cli, config, res);
+  else if (cli.json)
+    json_error (refused ? "input" : "run");
   nsbox_result_free (res);
   nsbox_image_release (&image);
   nsbox_config_free (config);

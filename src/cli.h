@@ -78,6 +78,8 @@ struct cli
 void cli_usage (FILE *out);
 /* Prints "nsbox: MESSAGE" on stderr; returns EXIT_NSBOX_FAILED. */
 int cli_fail (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+/* The message of the last cli_fail ("" before any). */
+const char *cli_last_failure (void);
 /* Reads argv into cli (its extra options set by the caller). */
 int cli_parse_args (struct cli *cli, int argc, char **argv);
 /* The --config file, then the flags, then the command, into config. */

@@ -51,14 +51,27 @@ cli_usage (FILE *out)
                 "limit;\n125 nsbox could not run it; 75 a quota refused it.\n");
 }
 
+/* The last failure's words, for a JSON error (cli_last_failure). */
+static char last_failure[1024];
+
 int
 cli_fail (const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
+  va_list copy;
+  va_copy (copy, ap);
+  vsnprintf (last_failure, sizeof last_failure, fmt, copy);
+  va_end (copy);
   nsbox_vprint_message ("nsbox", fmt, ap);
   va_end (ap);
   return EXIT_NSBOX_FAILED;
+}
+
+const char *
+cli_last_failure (void)
+{
+  return last_failure;
 }
 
 /* getopt_long options built from the one key table. */

@@ -58,6 +58,7 @@ enum nsbox_sandbox_end
   NSBOX_SANDBOX_END_LIFETIME,
   NSBOX_SANDBOX_END_MAX_RUNS,
   NSBOX_SANDBOX_END_LOST,
+  NSBOX_SANDBOX_END_ABANDONED, /* opened for a client that had gone */
   NSBOX_SANDBOX_END_COUNT_,
 };
 

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@
 #define TOMBSTONE_MS (10u * 60u * 1000u)
 
 static const char *const end_names[NSBOX_SANDBOX_END_COUNT_]
-    = { "deleted", "idle", "lifetime", "max_runs", "lost" };
+    = { "deleted", "idle", "lifetime", "max_runs", "lost", "abandoned" };
 
 struct entry
 {
@@ -314,6 +315,21 @@ parse_open (struct nsbox_server *s, const char *body, size_t len, nsbox_sandbox_
   return status;
 }
 
+/* The client hung up while its sandbox was opening (a client-side timeout,
+ * say): as for a run, on TCP a half-close counts as leaving. */
+static bool
+client_left (struct nsbox_server *s, struct MHD_Connection *c)
+{
+  const union MHD_ConnectionInfo *info
+      = nsbox_mhd.get_connection_info (c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!info)
+    return false;
+  struct pollfd p = { info->connect_fd, s->tcp ? POLLRDHUP : 0, 0 };
+  if (poll (&p, 1, 0) <= 0)
+    return false;
+  return (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0;
+}
+
 enum MHD_Result
 nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, const char *body,
                           size_t len)
@@ -379,12 +395,15 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
   nsbox_sandbox *sandbox = NULL;
   int ret = nsbox_sandbox_open (s->profiles[profile].pool, options, &sandbox, &err);
   nsbox_sandbox_options_free (options);
+  bool abandoned = ret == 0 && client_left (s, c);
   json_t *o = NULL;
   pthread_mutex_lock (&r->lock);
-  if (ret < 0)
+  if (ret < 0 || abandoned)
     {
       unlink_entry (r, e);
       r->open--;
+      if (abandoned)
+        r->ended[NSBOX_SANDBOX_END_ABANDONED]++;
     }
   else
     {
@@ -400,6 +419,13 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
                      wall_time (st.lifetime_left_ms));
     }
   unlock (r);
+  if (abandoned)
+    {
+      /* Nobody could learn its id: it would only wait for its idle timeout. */
+      nsbox_sandbox_close (sandbox);
+      free (e);
+      return MHD_NO;
+    }
   if (ret < 0)
     {
       free (e);

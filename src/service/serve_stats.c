@@ -66,11 +66,14 @@ nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c)
     {
       struct nsbox_pool_stats st;
       nsbox_pool_get_stats (s->profiles[i].pool, &st);
-      json_object_set_new (profiles, s->profiles[i].name,
-                           json_pack ("{s:I,s:I,s:I,s:I}", "ready", (json_int_t)st.ready,
-                                      "starting", (json_int_t)st.starting, "size",
-                                      (json_int_t)st.size, "sandboxes_ready",
-                                      (json_int_t)st.sandboxes_ready));
+      /* Its limits, for a client's own time bound on a run. */
+      const nsbox_config *config = s->profiles[i].config;
+      json_object_set_new (
+          profiles, s->profiles[i].name,
+          json_pack ("{s:I,s:I,s:I,s:I,s:I,s:I}", "ready", (json_int_t)st.ready, "starting",
+                     (json_int_t)st.starting, "size", (json_int_t)st.size, "sandboxes_ready",
+                     (json_int_t)st.sandboxes_ready, "timeout_ms", (json_int_t)config->timeout_ms,
+                     "max_output_bytes", (json_int_t)config->max_output_bytes));
     }
   pthread_mutex_lock (&s->lock);
   bool draining = s->draining;
