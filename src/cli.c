@@ -40,6 +40,8 @@ static const struct option run_options[] = {
   { "profile", required_argument, NULL, OPT_PROFILE },
   { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
   { "format", required_argument, NULL, OPT_FORMAT },
+  { "run-timeout", required_argument, NULL, OPT_RUN_TIMEOUT },
+  { "run-max-output-bytes", required_argument, NULL, OPT_RUN_MAX_OUTPUT },
 };
 
 static int
@@ -387,6 +389,34 @@ share_quotas (nsbox_config *config)
   return 0;
 }
 
+/* --run-timeout and --run-max-output-bytes: a run's own limits, which may
+ * only lower what the file and the flags configure (a caller that passes
+ * a model's request on cannot raise the operator's limit). */
+static int
+lower_limits (const struct cli *cli, nsbox_config *config)
+{
+  const char *timeout = cli_extra (cli, OPT_RUN_TIMEOUT);
+  const char *cap = cli_extra (cli, OPT_RUN_MAX_OUTPUT);
+  uint64_t timeout_ms = config->timeout_ms, max_output = config->max_output_bytes;
+  cleanup_error struct nsbox_error *err = NULL;
+  if (timeout && nsbox_config_set (config, "timeout", timeout, &err) < 0)
+    return cli_fail ("--run-timeout: %s", nsbox_error_message (err));
+  if (config->timeout_ms > timeout_ms)
+    {
+      cleanup_free char *was = nsbox_format_duration (timeout_ms);
+      return cli_fail ("--run-timeout %s is longer than the configured %s: a run may only "
+                       "shorten it",
+                       timeout, was ? was : "timeout");
+    }
+  if (cap && nsbox_config_set (config, "max-output-bytes", cap, &err) < 0)
+    return cli_fail ("--run-max-output-bytes: %s", nsbox_error_message (err));
+  if (config->max_output_bytes > max_output)
+    return cli_fail ("--run-max-output-bytes %s is larger than the configured %" PRIu64
+                     ": a run may only lower it",
+                     cap, max_output);
+  return 0;
+}
+
 /* A sandbox this process starts itself: the file and flags, the quotas'
  * shared state, the image resolved (held in *image). */
 static int
@@ -397,6 +427,8 @@ local_config (const struct cli *cli, nsbox_config **out, struct nsbox_image *ima
   if (!config)
     return cli_fail ("%s", nsbox_error_message (err));
   int ret = cli_configure (cli, config);
+  if (ret == 0)
+    ret = lower_limits (cli, config);
   if (ret == 0)
     ret = share_quotas (config);
   if (ret == 0 && !config->rootfs)
@@ -434,6 +466,10 @@ cmd_run (int argc, char **argv)
       && (cli_extra (&cli, OPT_PROFILE) || cli_extra (&cli, OPT_TOKEN_FILE)))
     return cli_fail ("--profile and --token-file go with --server");
   cleanup_error struct nsbox_error *err = NULL;
+  if (cli_extra (&cli, OPT_SERVER)
+      && (cli_extra (&cli, OPT_RUN_TIMEOUT) || cli_extra (&cli, OPT_RUN_MAX_OUTPUT)))
+    return cli_fail ("--run-timeout and --run-max-output-bytes are for local runs: a server's "
+                     "--timeout and --max-output-bytes may only lower its profile's already");
   if (cli_extra (&cli, OPT_SERVER))
     {
       cleanup_free char *code = NULL;

@@ -39,7 +39,10 @@ cli_usage (FILE *out)
       "  --config FILE          load a YAML configuration (see policies/nsbox.yaml)\n"
       "  --json                 print the result as one JSON object on stdout\n"
       "  --format FORMAT        run: plain (the program's output, the default), json\n"
-      "                         (--json) or text (the result as text for a model)\n");
+      "                         (--json) or text (the result as text for a model)\n"
+      "  --run-timeout T        run: this run's timeout, which may only shorten the\n"
+      "                         configured one (as a server's per-run timeout)\n"
+      "  --run-max-output-bytes N  run: likewise, this run's output cap\n");
   for (const struct nsbox_key_info *k = nsbox_config_keys (); k->name; k++)
     {
       char flag[64];
