@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -433,6 +434,15 @@ local_config (const struct cli *cli, nsbox_config **out, struct nsbox_image *ima
     ret = share_quotas (config);
   if (ret == 0 && !config->rootfs)
     ret = resolve_image (config, image);
+  else if (ret == 0)
+    {
+      /* A rootfs that is not there is the input's fault, not the run's. */
+      struct stat st;
+      if (stat (config->rootfs, &st) < 0)
+        ret = cli_fail ("rootfs '%s': %s", config->rootfs, strerror (errno));
+      else if (!S_ISDIR (st.st_mode))
+        ret = cli_fail ("rootfs '%s': not a directory", config->rootfs);
+    }
   return ret;
 }
 

@@ -5,6 +5,7 @@ its directory). Checked from the host: /proc and the file system."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import signal
@@ -33,7 +34,7 @@ def test_close_stops_the_private_server() -> None:
     sb.run(BACKGROUND.format(tag=tag))
     private = c._private
     assert private is not None and os.path.isdir(private.directory)
-    pid = private._server.pid
+    pid = private.pid
     assert wait_until(lambda: bool(host_processes_with(tag)), 5)
     c.close()
     sb._closed = True
@@ -51,7 +52,7 @@ def test_a_killed_owner_leaves_nothing(tmp_path: Path) -> None:
         f"c = nsbox.Client(nsbox={NSBOX_BIN!r}, rootfs={ROOTFS!r})\n"
         "sb = c.sandbox()\n"
         f"sb.run({BACKGROUND.format(tag=tag)!r})\n"
-        "print(c._private.directory, c._private._server.pid, flush=True)\n"
+        "print(c._private.directory, c._private.pid, flush=True)\n"
         "time.sleep(600)\n"
     )
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
@@ -66,3 +67,43 @@ def test_a_killed_owner_leaves_nothing(tmp_path: Path) -> None:
     assert wait_until(lambda: not os.path.exists(directory), 10), "the private directory remains"
     assert wait_until(lambda: not host_processes_with(tag), 10), "the sandbox's process remains"
     assert scaled(1) >= 1
+
+
+def test_a_forked_child_leaves_the_parents_server_alone() -> None:
+    c = nsbox.Client(nsbox=NSBOX_BIN, rootfs=ROOTFS)
+    try:
+        with c.sandbox() as sb:
+            private = c._private
+            assert private is not None
+            child = os.fork()
+            if child == 0:  # what the child's exit would run, then out
+                try:
+                    sb.close()
+                    c.close()
+                    atexit._run_exitfuncs()
+                finally:
+                    os._exit(0)
+            _, status = os.waitpid(child, 0)
+            assert os.WIFEXITED(status)
+            assert os.path.isdir(private.directory), "the child removed the parent's directory"
+            assert not gone(private.pid), "the child stopped the parent's server"
+            assert sb.run("1 + 1").value == "2"
+    finally:
+        c.close()
+
+
+def test_a_killed_watcher_takes_the_server_with_it() -> None:
+    c = nsbox.Client(nsbox=NSBOX_BIN, rootfs=ROOTFS)
+    try:
+        list(c.run_stream("print(1)"))
+        private = c._private
+        assert private is not None
+        pid = private.pid
+        os.kill(private._watcher.pid, signal.SIGKILL)
+        assert wait_until(lambda: gone(pid), 30), "the server outlived its watcher"
+        # The client notices and starts another.
+        events = list(c.run_stream("print(2)"))
+        assert events[-1].stdout == "2\n"  # type: ignore[union-attr]
+        assert c._private is not private
+    finally:
+        c.close()

@@ -4,28 +4,31 @@ own streams and subprocesses (no thread per call)."""
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import shutil
 import time
 import warnings
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
-from ._client import SandboxState, setup
+from ._client import SandboxState, local_bound, setup
 from ._errors import ConnectionError, Error, QuotaExceeded, ServerBusy, UsageError
 from ._http import (
-    DEFAULT_REQUEST_TIMEOUT,
+    MAX_ANSWER_BYTES,
     NDJSON,
     Address,
     Answer,
+    Bounds,
     HttpTransport,
     StreamLine,
     check,
+    check_token_path,
     json_object,
-    request_timeout,
     result_of,
     run_body,
     sandbox_body,
     stream_line,
+    tls_context,
     why,
 )
 from ._local import InputValue, PrivateServer, cli_result
@@ -42,8 +45,15 @@ class _BadAnswer(Exception):
     pass
 
 
+async def _line(reader: asyncio.StreamReader) -> bytes:
+    try:
+        return await reader.readline()
+    except ValueError:  # past the reader's limit
+        raise _BadAnswer("a line of the server's answer is too long") from None
+
+
 async def _read_head(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, str], str]:
-    line = await reader.readline()
+    line = await _line(reader)
     if not line:
         raise _BadAnswer("the server closed the connection without answering")
     parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
@@ -52,7 +62,7 @@ async def _read_head(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, str],
     headers: Dict[str, str] = {}
     size = len(line)
     while True:
-        h = await reader.readline()
+        h = await _line(reader)
         size += len(h)
         if size > _HEAD_LIMIT:
             raise _BadAnswer("the server's headers are too long")
@@ -67,19 +77,24 @@ async def _read_head(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, str],
     return int(parts[1]), headers, parts[0]
 
 
-async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
-    """The data of a chunked body, chunk by chunk, strictly framed."""
+async def _chunks(reader: asyncio.StreamReader, most: float) -> AsyncIterator[bytes]:
+    """The data of a chunked body, chunk by chunk, strictly framed, at
+    most `most` bytes of it."""
+    total = 0
     while True:
-        line = await reader.readline()
+        line = await _line(reader)
         if not line.endswith(b"\n"):
             raise _BadAnswer("the server closed the connection mid-body")
         size_text = line.split(b";", 1)[0].strip()
         if not size_text or len(size_text) > 16 or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
             raise _BadAnswer("a bad chunk size")
         size = int(size_text, 16)
+        total += size
+        if total > most:
+            raise _BadAnswer(f"the server's answer exceeds {most} bytes")
         if size == 0:
             while True:
-                t = await reader.readline()
+                t = await _line(reader)
                 if not t.endswith(b"\n"):
                     raise _BadAnswer("the server closed the connection mid-trailers")
                 if t in (b"\r\n", b"\n"):
@@ -90,8 +105,11 @@ async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
         yield data
 
 
-async def _body(reader: asyncio.StreamReader, headers: Mapping[str, str], status: int, method: str) -> Tuple[bytes, bool]:
-    """The body, and whether the connection may carry another request."""
+async def _body(
+    reader: asyncio.StreamReader, headers: Mapping[str, str], status: int, method: str, most: int
+) -> Tuple[bytes, bool]:
+    """The body (at most `most` bytes), and whether the connection may
+    carry another request."""
     if status < 200:  # no endpoint answers 1xx: the framing is lost
         raise _BadAnswer(f"an interim answer {status}")
     if method == "HEAD" or status in (204, 304):
@@ -100,13 +118,22 @@ async def _body(reader: asyncio.StreamReader, headers: Mapping[str, str], status
     if te is not None:
         if te.lower() != "chunked":
             raise _BadAnswer(f"a transfer-encoding of {te!r}")
-        return b"".join([c async for c in _chunks(reader)]), True
+        return b"".join([c async for c in _chunks(reader, most)]), True
     cl = headers.get("content-length")
     if cl is not None:
         if not cl.isdigit():
             raise _BadAnswer("a bad content-length")
+        if int(cl) > most:
+            raise _BadAnswer(f"the server's answer of {int(cl)} bytes exceeds {most}")
         return await reader.readexactly(int(cl)), True
-    return await reader.read(), False
+    data = b""
+    while True:
+        piece = await reader.read(65536)
+        if not piece:
+            return data, False
+        data += piece
+        if len(data) > most:
+            raise _BadAnswer(f"the server's answer exceeds {most} bytes")
 
 
 class _Conn:
@@ -126,24 +153,51 @@ class _Conn:
 
 
 class _AsyncTransport:
-    def __init__(self, address: str, token: Optional[str], max_connections: int) -> None:
+    def __init__(
+        self,
+        address: str,
+        token: Optional[str],
+        max_connections: int,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+        cafile: Optional[str] = None,
+        insecure: bool = False,
+    ) -> None:
         self.address = Address.parse(address)
+        check_token_path(self.address, token, insecure)
         self._token = token
         self._max = max_connections
+        self._most = max_answer_bytes
+        self._tls = tls_context(cafile) if self.address.tls else None
         self._sem: Optional[asyncio.Semaphore] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._idle: List[_Conn] = []
 
     def _semaphore(self) -> asyncio.Semaphore:
-        if self._sem is None:  # made in the running loop
+        """The connection bound, of the running loop: a client used from
+        another loop (asyncio.run twice) drops what the first one made."""
+        loop = asyncio.get_running_loop()
+        if self._sem is None or self._loop is not loop:
+            self._drop_idle()
             self._sem = asyncio.Semaphore(self._max)
+            self._loop = loop
         return self._sem
+
+    def _drop_idle(self) -> None:
+        for c in self._idle:
+            try:
+                c.close()
+            except RuntimeError:  # its loop is closed: so is the transport
+                pass
+        self._idle.clear()
 
     async def _connect(self) -> _Conn:
         a = self.address
         if a.unix_path is not None:
             r, w = await asyncio.open_unix_connection(a.unix_path, limit=_HEAD_LIMIT * 2)
         else:
-            r, w = await asyncio.open_connection(a.host, a.port, limit=_HEAD_LIMIT * 2)
+            r, w = await asyncio.open_connection(
+                a.host, a.port, limit=_HEAD_LIMIT * 2, ssl=self._tls, server_hostname=a.host if self._tls else None
+            )
         return _Conn(r, w)
 
     def _head(self, method: str, path: str, body: Optional[bytes], accept: str) -> bytes:
@@ -159,7 +213,7 @@ class _AsyncTransport:
         conn.writer.write(self._head(method, path, body, "application/json") + (body or b""))
         await conn.writer.drain()
         status, headers, version = await _read_head(conn.reader)
-        data, framed = await _body(conn.reader, headers, status, method)
+        data, framed = await _body(conn.reader, headers, status, method, self._most)
         keep = framed and version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
         return Answer(status, headers, data), keep
 
@@ -192,6 +246,11 @@ class _AsyncTransport:
                         conn.close()
 
     async def stream(self, path: str, body: bytes, timeout: float, what: str) -> AsyncIterator[StreamLine]:
+        async with self._semaphore():  # a stream holds a connection too
+            async for item in self._stream(path, body, timeout, what):
+                yield item
+
+    async def _stream(self, path: str, body: bytes, timeout: float, what: str) -> AsyncIterator[StreamLine]:
         deadline = time.monotonic() + timeout
         conn: Optional[_Conn] = None
 
@@ -204,19 +263,21 @@ class _AsyncTransport:
             await conn.writer.drain()
             status, headers, _ = await asyncio.wait_for(_read_head(conn.reader), left())
             if status != 200 or NDJSON not in headers.get("content-type", ""):
-                data, _ = await asyncio.wait_for(_body(conn.reader, headers, status, "POST"), left())
+                data, _ = await asyncio.wait_for(_body(conn.reader, headers, status, "POST", self._most), left())
                 check(Answer(status, headers, data), what)
                 raise Error(f"{what}: the server did not stream (HTTP {status})")
             if headers.get("transfer-encoding", "").lower() != "chunked":
                 raise Error(f"{what}: the server's stream is not chunked")
             pending = b""
-            chunks = _chunks(conn.reader).__aiter__()
+            chunks = _chunks(conn.reader, math.inf).__aiter__()  # lines are bounded below
             while True:
                 try:
                     data = await asyncio.wait_for(chunks.__anext__(), left())
                 except StopAsyncIteration:
                     raise ConnectionError(f"{what}: the server ended the stream before the result") from None
                 pending += data
+                if len(pending) > self._most and b"\n" not in pending:
+                    raise _BadAnswer(f"a line of the stream exceeds {self._most} bytes")
                 while b"\n" in pending:
                     line, pending = pending.split(b"\n", 1)
                     item = stream_line(line, what)
@@ -234,9 +295,7 @@ class _AsyncTransport:
                 conn.close()
 
     def close(self) -> None:
-        for c in self._idle:
-            c.close()
-        self._idle.clear()
+        self._drop_idle()
 
 
 async def _with_retries(retries: int, call: Callable[[], Any]) -> Any:
@@ -277,8 +336,11 @@ class AsyncClient:
         token: Optional[str] = None,
         token_file: Optional[str] = None,
         retries: int = 0,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        request_timeout: Optional[float] = None,
         max_connections: int = 32,
+        cafile: Optional[str] = None,
+        insecure: bool = False,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         nsbox: Optional[str] = None,
         config: Optional[str] = None,
         **keys: Any,
@@ -287,24 +349,41 @@ class AsyncClient:
         if not isinstance(max_connections, int) or max_connections < 1:
             raise UsageError("max_connections must be an integer of 1 or more")
         self.retries = retries
-        self.request_timeout = float(request_timeout)
+        self._bounds = Bounds(request_timeout)
+        self._closed = False
         self._max = max_connections
         self._http: Optional[_AsyncTransport] = None
         self._sync: Optional[HttpTransport] = None  # for a sandbox's close at garbage collection
         self._private: Optional[PrivateServer] = None
         self._starting: Optional["asyncio.Future[PrivateServer]"] = None
         if server is not None:
-            self._http = _AsyncTransport(server, t, max_connections)
-            self._sync = HttpTransport(server, t)
+            self._http = _AsyncTransport(server, t, max_connections, max_answer_bytes, cafile, insecure)
+            self._sync = HttpTransport(server, t, max_answer_bytes=max_answer_bytes, cafile=cafile, insecure=insecure)
 
     @property
     def local(self) -> bool:
         return self._cli is not None
 
+    @property
+    def request_timeout(self) -> float:
+        """The bound of a request that is not a run."""
+        return self._bounds.plain
+
+    async def _bound(self, http: _AsyncTransport, keys: Mapping[str, Any], profile: Optional[str]) -> float:
+        if self._bounds.known(keys, profile) is None:
+            try:
+                a = await http.request("GET", "/v1/health", None, self._bounds.plain)
+                self._bounds.learn(json_object(a.body, "health"))
+            except Error:
+                pass
+        return self._bounds.run(keys, profile)
+
     async def _server(self) -> Tuple[_AsyncTransport, HttpTransport]:
         if self._http is not None and self._sync is not None:
             return self._http, self._sync
         assert self._cli is not None
+        if self._closed:
+            raise UsageError("this client is closed")
         if self._private is None or not self._private.alive():
             if self._starting is None:
                 cli = self._cli
@@ -325,7 +404,7 @@ class AsyncClient:
     async def _run_cli(self, code: str, keys: Mapping[str, Any], inputs: Optional[Mapping[str, InputValue]],
                        output_dir: Optional["str | os.PathLike[str]"]) -> Result:
         assert self._cli is not None
-        argv, limit, scratch = self._cli.prepare(code, keys, inputs, output_dir, self.request_timeout)
+        argv, limit, scratch = self._cli.prepare(code, keys, inputs, output_dir, local_bound(self._bounds))
         try:
             try:
                 p = await asyncio.create_subprocess_exec(
@@ -372,7 +451,7 @@ class AsyncClient:
             raise UsageError("inputs and output_dir name this host's files: a server takes neither")
         http, _ = await self._server()
         body = run_body(code, dict(keys, profile=profile))
-        limit = request_timeout(keys, self.request_timeout)
+        limit = await self._bound(http, keys, profile)
 
         async def once() -> Result:
             return result_of(await http.request("POST", "/v1/runs", body, limit), "run")
@@ -385,8 +464,8 @@ class AsyncClient:
         if self._cli is not None and profile is not None:
             raise UsageError("profile names a server's profile; a local client has none")
         body = run_body(code, dict(keys, profile=profile))
-        limit = request_timeout(keys, self.request_timeout)
         http, _ = await self._server()
+        limit = await self._bound(http, keys, profile)
         async for e in http.stream("/v1/runs", body, limit, "run"):
             yield e
 
@@ -417,11 +496,21 @@ class AsyncClient:
         return json_object(a.body, "health")
 
     async def close(self) -> None:
-        """Closes the connections and stops a private server."""
+        """Closes the connections and stops a private server (one still
+        starting, for a call that was cancelled, too)."""
+        self._closed = True
         if self._http is not None:
             self._http.close()
         if self._sync is not None:
             self._sync.close()
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            try:
+                started = await starting
+            except Exception:
+                started = None
+            if started is not None and started is not self._private:
+                await asyncio.get_running_loop().run_in_executor(None, started.close)
         if self._private is not None:
             self._private_http.close()
             private, self._private = self._private, None
@@ -467,7 +556,7 @@ class AsyncSandbox(SandboxState):
         if on_stdout is not None or on_stderr is not None:
             return await _deliver(self.run_stream(code, **keys), on_stdout, on_stderr)
         body = run_body(code, keys)
-        limit = request_timeout(keys, self._client.request_timeout)
+        limit = await self._client._bound(self._http, keys, self.profile)
         path = self._path("/runs")
 
         async def once() -> Result:
@@ -479,7 +568,7 @@ class AsyncSandbox(SandboxState):
     async def run_stream(self, code: str, **keys: Any) -> AsyncIterator[StreamLine]:
         self._usable()
         body = run_body(code, keys)
-        limit = request_timeout(keys, self._client.request_timeout)
+        limit = await self._client._bound(self._http, keys, self.profile)
         async for e in self._http.stream(self._path("/runs"), body, limit, "run"):
             if isinstance(e, Result):
                 self._seen(e)
@@ -491,12 +580,12 @@ class AsyncSandbox(SandboxState):
         return json_object(check(a, f"sandbox {self.id}", self.id).body, "sandbox")
 
     async def close(self) -> None:
-        if self._closed:
+        if self._closed or self._forked():
             return
-        self._closed = True
         a = await self._http.request("DELETE", self._path(), None, self._client.request_timeout)
         if not self._closed_now(a.status):
             check(a, f"close sandbox {self.id}", self.id)
+        self._closed = True  # only now: a close that failed can be tried again
 
     async def __aenter__(self) -> "AsyncSandbox":
         return self
@@ -509,7 +598,4 @@ class AsyncSandbox(SandboxState):
             return
         warnings.warn(f"nsbox sandbox {self.id} was not closed; closing it now", ResourceWarning, stacklevel=2)
         self._closed = True
-        try:  # no loop may be running here: a blocking DELETE of its own
-            self._sync.request("DELETE", self._path(), None, 30.0)
-        except Error:
-            pass
+        self._delete_now(self._sync)  # no loop may be running here: a blocking DELETE

@@ -11,11 +11,13 @@ from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Union
 
 from ._errors import Error, SandboxLost, UsageError
 from ._http import (
-    DEFAULT_REQUEST_TIMEOUT,
+    LONGEST_RUN,
+    MAX_ANSWER_BYTES,
+    REQUEST_MARGIN,
+    Bounds,
     HttpTransport,
     StreamLine,
     read_token,
-    request_timeout,
     result_of,
     run_body,
     sandbox_body,
@@ -66,6 +68,12 @@ def setup(
     return None, read_token(token, token_file)
 
 
+def local_bound(bounds: Bounds) -> float:
+    """A local run's bound when it gives no timeout: the CLI enforces the
+    configured one, at most nsbox's longest."""
+    return bounds.explicit if bounds.explicit is not None else LONGEST_RUN + REQUEST_MARGIN
+
+
 class Client:
     """Runs code in nsbox sandboxes.
 
@@ -76,7 +84,11 @@ class Client:
     token=... or token_file=...) talks to an nsbox serve, whose profiles
     hold the configuration. retries= retries a 503 or 429 that many times,
     after the server's Retry-After; request_timeout= bounds a request whose
-    run gives no timeout (one that does gets its timeout and 30 s)."""
+    run gives no timeout (one that does gets its timeout and 30 s; without
+    either, the profile's timeout and 30 s). https:// checks the server's
+    certificate against the system's trust or cafile=; a token is never
+    sent in clear beyond loopback unless insecure=True. An answer larger
+    than max_answer_bytes is an Error."""
 
     def __init__(
         self,
@@ -85,21 +97,42 @@ class Client:
         token: Optional[str] = None,
         token_file: Optional[str] = None,
         retries: int = 0,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        request_timeout: Optional[float] = None,
+        cafile: Optional[str] = None,
+        insecure: bool = False,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         nsbox: Optional[str] = None,
         config: Optional[str] = None,
         **keys: Any,
     ) -> None:
         self._cli, t = setup(server, token, token_file, retries, nsbox, config, keys)
         self.retries = retries
-        self.request_timeout = float(request_timeout)
+        self._bounds = Bounds(request_timeout)
         self._lock = threading.Lock()
         self._private: Optional[PrivateServer] = None
-        self._http: Optional[HttpTransport] = HttpTransport(server, t) if server is not None else None
+        self._http: Optional[HttpTransport] = None
+        if server is not None:
+            self._http = HttpTransport(
+                server, t, max_answer_bytes=max_answer_bytes, cafile=cafile, insecure=insecure
+            )
 
     @property
     def local(self) -> bool:
         return self._cli is not None
+
+    @property
+    def request_timeout(self) -> float:
+        """The bound of a request that is not a run."""
+        return self._bounds.plain
+
+    def _bound(self, http: HttpTransport, keys: Mapping[str, Any], profile: Optional[str]) -> float:
+        if self._bounds.known(keys, profile) is None:
+            try:
+                a = http.request("GET", "/v1/health", None, self._bounds.plain)
+                self._bounds.learn(json_object(a.body, "health"))
+            except Error:
+                pass
+        return self._bounds.run(keys, profile)
 
     def _server(self) -> HttpTransport:
         if self._http is not None:
@@ -134,14 +167,13 @@ class Client:
             if profile is not None:
                 raise UsageError("profile names a server's profile; a local client has none")
             cli = self._cli
-            return with_retries(
-                self.retries, lambda: cli.run(code, keys, inputs, output_dir, self.request_timeout)
-            )
+            bound = local_bound(self._bounds)
+            return with_retries(self.retries, lambda: cli.run(code, keys, inputs, output_dir, bound))
         if inputs or output_dir is not None:
             raise UsageError("inputs and output_dir name this host's files: a server takes neither")
         http = self._server()
         body = run_body(code, dict(keys, profile=profile))
-        limit = request_timeout(keys, self.request_timeout)
+        limit = self._bound(http, keys, profile)
         return with_retries(
             self.retries, lambda: result_of(http.request("POST", "/v1/runs", body, limit), "run")
         )
@@ -152,8 +184,8 @@ class Client:
         if self._cli is not None and profile is not None:
             raise UsageError("profile names a server's profile; a local client has none")
         body = run_body(code, dict(keys, profile=profile))
-        limit = request_timeout(keys, self.request_timeout)
-        return self._server().stream("/v1/runs", body, limit, "run")
+        http = self._server()
+        return http.stream("/v1/runs", body, self._bound(http, keys, profile), "run")
 
     def sandbox(
         self,
@@ -215,6 +247,15 @@ class SandboxState:
         self.expires_at: Optional[str] = info.get("expires_at") if isinstance(info.get("expires_at"), str) else None
         self._closed = False
         self._lost: Optional[str] = None
+        self._owner = os.getpid()
+
+    def _forked(self) -> bool:
+        """In a child of fork, the sandbox is still its parent's: closing
+        it here only lets go of it."""
+        if os.getpid() == self._owner:
+            return False
+        self._closed = True
+        return True
 
     @property
     def closed(self) -> bool:
@@ -237,6 +278,16 @@ class SandboxState:
     def _closed_now(self, status: int) -> bool:
         """After a DELETE: gone (204), or gone already (404, 410)."""
         return status in (204, 404, 410)
+
+    def _delete_now(self, http: HttpTransport) -> None:
+        """A finalizer's close: on a connection of its own (it may run in
+        the middle of another exchange of this thread), errors dropped."""
+        if self._forked():
+            return
+        try:
+            http.request("DELETE", self._path(), None, 30.0, fresh=True)
+        except Error:
+            pass
 
 
 class Sandbox(SandboxState):
@@ -263,8 +314,8 @@ class Sandbox(SandboxState):
         if on_stdout is not None or on_stderr is not None:
             return _deliver(self.run_stream(code, **keys), on_stdout, on_stderr)
         body = run_body(code, keys)
-        limit = request_timeout(keys, self._client.request_timeout)
         c = self._client
+        limit = c._bound(self._http, keys, self.profile)
         r = with_retries(
             c.retries,
             lambda: result_of(self._http.request("POST", self._path("/runs"), body, limit), "run", self.id),
@@ -275,7 +326,7 @@ class Sandbox(SandboxState):
         """As Client.run_stream, in this sandbox."""
         self._usable()
         body = run_body(code, keys)
-        limit = request_timeout(keys, self._client.request_timeout)
+        limit = self._client._bound(self._http, keys, self.profile)
         for e in self._http.stream(self._path("/runs"), body, limit, "run"):
             if isinstance(e, Result):
                 self._seen(e)
@@ -291,12 +342,12 @@ class Sandbox(SandboxState):
     def close(self) -> None:
         """Destroys the sandbox: every process, file and cgroup of it.
         Closing twice, or a sandbox that already ended, is not an error."""
-        if self._closed:
+        if self._closed or self._forked():
             return
-        self._closed = True
         a = self._http.request("DELETE", self._path(), None, self._client.request_timeout)
         if not self._closed_now(a.status):
             check(a, f"close sandbox {self.id}", self.id)
+        self._closed = True  # only now: a close that failed can be tried again
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -308,7 +359,5 @@ class Sandbox(SandboxState):
         if getattr(self, "_closed", True):
             return
         warnings.warn(f"nsbox sandbox {self.id} was not closed; closing it now", ResourceWarning, stacklevel=2)
-        try:
-            self.close()
-        except Error:
-            pass
+        self._closed = True
+        self._delete_now(self._http)

@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import ipaddress
 import json
 import math
+import os
 import select
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
 
 from ._errors import (
     ConnectionError,
@@ -34,6 +40,9 @@ __all__ = ["Address", "Answer", "HttpTransport", "Output", "StreamLine"]
 # start-up, queueing and answer), and when a run gives none.
 REQUEST_MARGIN = 30.0
 DEFAULT_REQUEST_TIMEOUT = 330.0
+# The most a server's answer (or one line of a stream) may hold: a result
+# carries two capped outputs, JSON-escaped.
+MAX_ANSWER_BYTES = 256 << 20
 NDJSON = "application/x-ndjson"
 SANDBOX_KEYS = ("idle_timeout", "max_lifetime", "max_runs")
 _USER_AGENT = "nsbox-python/0.1.0"
@@ -59,6 +68,7 @@ class Address:
     unix_path: Optional[str]
     host: str
     port: int
+    tls: bool = False
 
     @classmethod
     def parse(cls, text: str) -> "Address":
@@ -69,21 +79,27 @@ class Address:
             if len(path.encode()) >= 108:
                 raise UsageError(f"server address {text!r}: the socket path is too long")
             return cls(text, path, "localhost", 0)
-        if text.startswith("https://"):
-            raise UsageError(
-                f"server address {text!r}: https is not spoken here; use http:// to a "
-                "loopback server or a TLS proxy's local side"
-            )
-        if text.startswith("http://"):
-            u = urllib.parse.urlsplit(text)
-            if u.path not in ("", "/") or u.query or u.fragment or u.username or not u.hostname:
-                raise UsageError(f"server address {text!r}: expected http://HOST:PORT")
-            try:
-                port = u.port or 80
-            except ValueError:
-                raise UsageError(f"server address {text!r}: bad port") from None
-            return cls(text, None, u.hostname, port)
-        raise UsageError(f"server address {text!r}: expected unix:PATH or http://HOST:PORT")
+        for scheme, default_port in (("http", 80), ("https", 443)):
+            if text.startswith(scheme + "://"):
+                u = urllib.parse.urlsplit(text)
+                if u.path not in ("", "/") or u.query or u.fragment or u.username or not u.hostname:
+                    raise UsageError(f"server address {text!r}: expected {scheme}://HOST:PORT")
+                try:
+                    port = u.port or default_port
+                except ValueError:
+                    raise UsageError(f"server address {text!r}: bad port") from None
+                return cls(text, None, u.hostname, port, scheme == "https")
+        raise UsageError(f"server address {text!r}: expected unix:PATH, http://HOST:PORT or https://HOST:PORT")
+
+    @property
+    def private(self) -> bool:
+        """Bytes to it stay on this machine: a unix socket or loopback."""
+        if self.unix_path is not None or self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
     @property
     def host_header(self) -> str:
@@ -140,16 +156,68 @@ def sandbox_body(profile: Optional[str], session: Optional[str], keys: Mapping[s
     return json.dumps(body).encode()
 
 
-def request_timeout(keys: Mapping[str, Any], default: float) -> float:
-    """A client-side bound larger than the run's own timeout."""
+# Locally, with no timeout known: nsbox's longest timeout (a day).
+LONGEST_RUN = 86400.0
+
+
+def run_seconds(keys: Mapping[str, Any]) -> Optional[float]:
+    """The timeout a run's keys give, in seconds, or None."""
     t = keys.get("timeout")
     if isinstance(t, (int, float)) and not isinstance(t, bool):
-        return float(t) + REQUEST_MARGIN
+        return float(t)
     if isinstance(t, str):
-        seconds = parse_duration(t)
+        return parse_duration(t)
+    return None
+
+
+def request_timeout(keys: Mapping[str, Any], default: float) -> float:
+    """A client-side bound larger than the run's own timeout."""
+    seconds = run_seconds(keys)
+    return default if seconds is None else seconds + REQUEST_MARGIN
+
+
+class Bounds:
+    """How long a client waits for a request: a run's timeout and 30 s;
+    without one, request_timeout if it was given, else the profile's
+    timeout (its /v1/health) and 30 s."""
+
+    def __init__(self, request_timeout: Optional[float]) -> None:
+        if request_timeout is not None and (
+            isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or not request_timeout > 0
+        ):
+            raise UsageError("request_timeout must be a positive number of seconds")
+        self.explicit = None if request_timeout is None else float(request_timeout)
+        self.profiles: Dict[str, float] = {}
+
+    @property
+    def plain(self) -> float:
+        """For a request that is not a run (open, close, health)."""
+        return self.explicit if self.explicit is not None else DEFAULT_REQUEST_TIMEOUT
+
+    def known(self, keys: Mapping[str, Any], profile: Optional[str]) -> Optional[float]:
+        """The bound of a run, or None when the profile's timeout must be
+        learned first (learn)."""
+        seconds = run_seconds(keys)
         if seconds is not None:
             return seconds + REQUEST_MARGIN
-    return default
+        if self.explicit is not None:
+            return self.explicit
+        t = self.profiles.get(profile or "default")
+        return None if t is None else t + REQUEST_MARGIN
+
+    def learn(self, health: Mapping[str, Any]) -> None:
+        profiles = health.get("profiles")
+        if isinstance(profiles, dict):
+            for name, p in profiles.items():
+                t = p.get("timeout_ms") if isinstance(p, dict) else None
+                if isinstance(t, int) and not isinstance(t, bool) and 0 < t <= LONGEST_RUN * 1000:
+                    self.profiles[str(name)] = t / 1000
+
+    def run(self, keys: Mapping[str, Any], profile: Optional[str]) -> float:
+        b = self.known(keys, profile)
+        if b is not None:
+            return b
+        return self.profiles.get(profile or "default", DEFAULT_REQUEST_TIMEOUT - REQUEST_MARGIN) + REQUEST_MARGIN
 
 
 def parse_duration(text: str) -> Optional[float]:
@@ -286,13 +354,64 @@ def with_retries(retries: int, call: Callable[[], T], sleep: Callable[[float], N
             sleep(e.retry_after)
 
 
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("timed out")
+    return left
+
+
+class _DeadlineSocket(socket.socket):
+    """A socket whose every read and write ends by one deadline: a server
+    that trickles bytes cannot hold a request past its bound."""
+
+    deadline = math.inf
+
+    def recv_into(self, buffer: "WriteableBuffer", nbytes: int = 0, flags: int = 0) -> int:
+        self.settimeout(_left(self.deadline))
+        return super().recv_into(buffer, nbytes, flags)
+
+    def sendall(self, data: "ReadableBuffer", flags: int = 0) -> None:
+        self.settimeout(_left(self.deadline))
+        super().sendall(data, flags)
+
+
+class _DeadlineSSLSocket(ssl.SSLSocket):
+    """The same over TLS (the context's sslsocket_class)."""
+
+    deadline = math.inf
+
+    def recv_into(self, buffer: "WriteableBuffer", nbytes: Optional[int] = None, flags: int = 0) -> int:
+        self.settimeout(_left(self.deadline))
+        return super().recv_into(buffer, nbytes, flags)
+
+    def sendall(self, data: "ReadableBuffer", flags: int = 0) -> None:
+        self.settimeout(_left(self.deadline))
+        super().sendall(data, flags)
+
+
+def _tcp_socket(address: Tuple[str, int], timeout: Optional[float], source: Any = None) -> socket.socket:
+    host, port = address
+    error: Optional[OSError] = None
+    for family, kind, proto, _, addr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        s = _DeadlineSocket(family, kind, proto)
+        try:
+            s.settimeout(timeout)
+            s.connect(addr)
+            return s
+        except OSError as e:
+            s.close()
+            error = e
+    raise error or OSError(f"{host}: no address")
+
+
 class _UnixConnection(http.client.HTTPConnection):
     def __init__(self, path: str, timeout: float) -> None:
         super().__init__("localhost", timeout=timeout)
         self._path = path
 
     def connect(self) -> None:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s = _DeadlineSocket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.settimeout(self.timeout)
             s.connect(self._path)
@@ -302,40 +421,91 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+def tls_context(cafile: Optional[str]) -> ssl.SSLContext:
+    """The system's trust (or cafile's), host names checked."""
+    try:
+        ctx = ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as e:
+        raise UsageError(f"cafile {cafile!r}: {why(e)}") from None
+    ctx.sslsocket_class = _DeadlineSSLSocket
+    return ctx
+
+
 def _stale(conn: http.client.HTTPConnection) -> bool:
     """A kept-alive connection the server has closed (or that holds
     unread bytes) must not carry the next request."""
     sock = conn.sock
     if sock is None:
         return True
+    p = select.poll()
+    p.register(sock.fileno(), select.POLLIN)
     try:
-        r, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
+        return bool(p.poll(0))
+    except OSError:
         return True
-    return bool(r)
+
+
+def _arm(conn: http.client.HTTPConnection, deadline: float) -> None:
+    sock = conn.sock
+    if isinstance(sock, (_DeadlineSocket, _DeadlineSSLSocket)):
+        sock.deadline = deadline
 
 
 class HttpTransport:
     """Requests to one server, each thread on its own kept-alive
     connection; a stream on a connection of its own."""
 
-    def __init__(self, address: str, token: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        token: Optional[str] = None,
+        *,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+        cafile: Optional[str] = None,
+        insecure: bool = False,
+    ) -> None:
         self.address = Address.parse(address)
+        check_token_path(self.address, token, insecure)
         self._token = token
+        self._max = max_answer_bytes
+        self._tls = tls_context(cafile) if self.address.tls else None
         self._local = threading.local()
         self._conns: "weakref.WeakSet[http.client.HTTPConnection]" = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def _new(self, timeout: float) -> http.client.HTTPConnection:
         a = self.address
         conn: http.client.HTTPConnection
         if a.unix_path is not None:
             conn = _UnixConnection(a.unix_path, timeout)
+        elif self._tls is not None:
+            conn = http.client.HTTPSConnection(a.host, a.port, timeout=timeout, context=self._tls)
         else:
             conn = http.client.HTTPConnection(a.host, a.port, timeout=timeout)
+        if a.unix_path is None:
+            conn._create_connection = _tcp_socket  # type: ignore[attr-defined]
         with self._lock:
             self._conns.add(conn)
         return conn
+
+    def _forked(self) -> None:
+        """In a child of fork: the parent's connections are not this
+        process's to use (closing a copy leaves the parent's open)."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self.close()
+            self._local = threading.local()
+
+    def _read(self, resp: http.client.HTTPResponse, what: str) -> bytes:
+        """The body, at most max_answer_bytes of it."""
+        length = resp.getheader("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self._max:
+            raise _TooLarge(f"{what}: the server's answer of {int(length)} bytes exceeds {self._max}")
+        data = resp.read(self._max + 1)
+        if len(data) > self._max:
+            raise _TooLarge(f"{what}: the server's answer exceeds {self._max} bytes")
+        return data
 
     def _headers(self, body: Optional[bytes], accept: str) -> Dict[str, str]:
         h = {"Host": self.address.host_header, "Accept": accept, "User-Agent": _USER_AGENT}
@@ -349,49 +519,60 @@ class HttpTransport:
     def _send(
         self, conn: http.client.HTTPConnection, method: str, path: str, body: Optional[bytes], accept: str, timeout: float
     ) -> http.client.HTTPResponse:
+        deadline = time.monotonic() + timeout
         if conn.sock is None:
+            conn.timeout = timeout
             conn.connect()
-        assert conn.sock is not None
-        conn.sock.settimeout(timeout)
+        _arm(conn, deadline)
         conn.request(method, path, body=body, headers=self._headers(body, accept))
         return conn.getresponse()
 
-    def request(self, method: str, path: str, body: Optional[bytes], timeout: float) -> Answer:
-        conn: Optional[http.client.HTTPConnection] = getattr(self._local, "conn", None)
+    def request(self, method: str, path: str, body: Optional[bytes], timeout: float, *, fresh: bool = False) -> Answer:
+        """One exchange on this thread's kept-alive connection, or with
+        fresh=True on one of its own (a finalizer's, which may run in the
+        middle of another exchange of this thread)."""
+        self._forked()
+        conn: Optional[http.client.HTTPConnection] = None if fresh else getattr(self._local, "conn", None)
         if conn is not None and _stale(conn):
             conn.close()
         if conn is None:
             conn = self._new(timeout)
-            self._local.conn = conn
+            if not fresh:
+                self._local.conn = conn
+        what = f"{method} {path} on {self.address.text}"
         try:
             resp = self._send(conn, method, path, body, "application/json", timeout)
             if resp.status < 200:  # no endpoint answers 1xx: the framing is lost
                 raise http.client.HTTPException(f"an interim answer {resp.status}")
-            data = resp.read()
+            data = self._read(resp, what)
             headers = {k.lower(): v for k, v in resp.getheaders()}
-            if resp.will_close:
+            if resp.will_close or fresh:
                 conn.close()
             return Answer(resp.status, headers, data)
         except socket.timeout:
             conn.close()
-            raise ConnectionError(
-                f"{method} {path} on {self.address.text}: no answer within {timeout:.0f} s"
-            ) from None
+            raise ConnectionError(f"{what}: no answer within {timeout:.0f} s") from None
+        except _TooLarge as e:
+            conn.close()
+            raise Error(str(e)) from None
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise ConnectionError(f"{method} {path} on {self.address.text}: {why(e)}") from None
+            raise ConnectionError(f"{what}: {why(e)}") from None
 
     def stream(self, path: str, body: bytes, timeout: float, what: str) -> Iterator[StreamLine]:
+        self._forked()
         conn = self._new(timeout)
         try:
             try:
                 resp = self._send(conn, "POST", path, body, NDJSON, timeout)
                 if resp.status != 200 or NDJSON not in (resp.getheader("content-type") or ""):
-                    data = resp.read()
+                    data = self._read(resp, what)
                     check(Answer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data), what)
                     raise Error(f"{what}: the server did not stream (HTTP {resp.status})")
                 while True:
-                    line = resp.readline()
+                    line = resp.readline(self._max + 1)
+                    if len(line) > self._max:
+                        raise _TooLarge(f"{what}: a line of the stream exceeds {self._max} bytes")
                     if not line:
                         raise ConnectionError(f"{what}: the server ended the stream before the result")
                     item = stream_line(line, what)
@@ -402,6 +583,8 @@ class HttpTransport:
                         return
             except socket.timeout:
                 raise ConnectionError(f"{what}: no answer within {timeout:.0f} s") from None
+            except _TooLarge as e:
+                raise Error(str(e)) from None
             except (OSError, http.client.HTTPException) as e:
                 raise ConnectionError(f"{what} on {self.address.text}: {why(e)}") from None
         finally:
@@ -414,12 +597,29 @@ class HttpTransport:
             c.close()
 
 
+class _TooLarge(Exception):
+    pass
+
+
+def check_token_path(address: Address, token: Optional[str], insecure: bool) -> None:
+    """A token never crosses a network in clear unless asked to."""
+    if token is not None and not address.tls and not address.private and not insecure:
+        raise UsageError(
+            f"server address {address.text!r}: the token would cross the network in clear; "
+            "use https:// (a TLS proxy in front of nsbox serve), or insecure=True on a network you trust"
+        )
+
+
 def why(e: BaseException) -> str:
     """A transport failure in words."""
     if isinstance(e, http.client.RemoteDisconnected):
         return "the server closed the connection without answering"
     if isinstance(e, (http.client.IncompleteRead, asyncio.IncompleteReadError)):
         return "the server closed the connection mid-answer"
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"TLS: {e.verify_message or e.reason}"
+    if isinstance(e, ssl.SSLError):
+        return f"TLS: {e.reason or e}"
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     return str(e) or type(e).__name__

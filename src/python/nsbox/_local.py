@@ -23,7 +23,11 @@ __all__ = ["LocalCli", "PrivateServer", "InputValue"]
 InputValue = Union[str, "os.PathLike[str]", bytes]
 
 # Options of `nsbox run` that are not configuration keys.
-_COMMAND_OPTIONS = frozenset({"config", "json", "format", "server", "profile", "token-file", "input"})
+_COMMAND_OPTIONS = frozenset(
+    {"config", "json", "format", "server", "profile", "token-file", "input", "run-timeout", "run-max-output-bytes"}
+)
+# A run's own limits: they may only lower the configured ones, as on a server.
+_PER_RUN = {"timeout": "run-timeout", "max-output-bytes": "run-max-output-bytes"}
 _HELP_FLAG = re.compile(r"^  --([a-z0-9-]+)( VALUE)?(\s|$)")
 _known_keys: Dict[str, Tuple[FrozenSet[str], FrozenSet[str]]] = {}
 
@@ -64,12 +68,6 @@ def _nsbox_message(stderr: bytes) -> str:
     return lines[-1] if lines else "no message"
 
 
-def _failure(message: str) -> Error:
-    """The CLI refused before any sandbox (a bad key, value, file or
-    rootfs): UsageError; a sandbox that could not be set up: Error."""
-    if "sandbox setup" in message or "create sandbox" in message or "out of memory" in message:
-        return Error(message)
-    return UsageError(message)
 
 
 class LocalCli:
@@ -84,11 +82,16 @@ class LocalCli:
         t = keys.get("timeout")
         self.timeout_keys: Dict[str, Any] = {"timeout": t} if t is not None else {}
 
-    def flags(self, keys: Mapping[str, Any]) -> List[str]:
+    def flags(self, keys: Mapping[str, Any], per_run: bool = False) -> List[str]:
+        """The flags of keys: the client's configuration, or (per_run) a
+        run's, whose timeout and output cap may only lower it."""
         out: List[str] = []
         for name, v in keys.items():
             key = name.replace("_", "-")
             if v is None:
+                continue
+            if per_run and key in _PER_RUN:
+                out += [f"--{_PER_RUN[key]}", str(v)]
                 continue
             if key in self.booleans:
                 if not isinstance(v, bool):
@@ -119,7 +122,7 @@ class LocalCli:
         directory of inputs given as bytes (the caller removes it)."""
         if not isinstance(code, str):
             raise UsageError("code must be a str")
-        argv = [self.nsbox, "run", "--json", *self.base, *self.flags(keys)]
+        argv = [self.nsbox, "run", "--json", *self.base, *self.flags(keys, per_run=True)]
         scratch: Optional[str] = None
         try:
             for i, (name, value) in enumerate((inputs or {}).items()):
@@ -182,6 +185,11 @@ def cli_result(status: int, out: bytes, err: bytes) -> Result:
             obj = json.loads(out)
         except ValueError:
             obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("error"), str) and "exit_code" not in obj:
+        message = f"nsbox: {obj['error']}"
+        # input: refused before any sandbox (as a server's 400); run: the
+        # sandbox could not be set up or run (a server's 500).
+        raise UsageError(message) if obj.get("stage") == "input" else Error(message)
     if isinstance(obj, dict) and "exit_code" in obj:
         result = Result.from_json(obj)
         q = result.quota_refusal
@@ -192,75 +200,97 @@ def cli_result(status: int, out: bytes, err: bytes) -> Result:
         return result
     if status < 0:
         raise Error(f"nsbox run was killed by signal {-status}")
-    raise _failure(_nsbox_message(err))
+    raise Error(_nsbox_message(err))
 
 
+# The watcher starts the server as its own child (so no moment exists when
+# the server runs unwatched, and its pid is never reused while the watcher
+# may signal it), tells its pid, and stops it when told to or when its
+# stdin ends: the owner closed it, or died however it died. setpriv gives
+# the server SIGTERM should the watcher itself be killed.
 _WATCHER = r"""
-read _ignored || :
-kill -TERM "$1" 2>/dev/null
+dir=$1; shift
+setpriv --pdeathsig TERM -- "$@" </dev/null >/dev/null 2>"$dir/serve.log" &
+pid=$!
+echo "$pid"
+exec >/dev/null
+read _line || :
+kill -TERM "$pid" 2>/dev/null
 i=0
-while kill -0 "$1" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
-kill -KILL "$1" 2>/dev/null
-rm -rf -- "$2"
+while kill -0 "$pid" 2>/dev/null && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+rm -rf -- "$dir"
 """
 
+_live: "weakref.WeakSet[PrivateServer]" = weakref.WeakSet()
 
-def _stop(server: "subprocess.Popen[bytes]", watcher: "subprocess.Popen[bytes]", directory: str) -> None:
-    if server.poll() is None:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+
+def _stop(owner: int, watcher: "subprocess.Popen[bytes]", directory: str) -> None:
+    if os.getpid() != owner:  # a child of fork: the server is its parent's
+        return
     if watcher.stdin is not None:
         try:
+            watcher.stdin.write(b"stop\n")
             watcher.stdin.close()
         except OSError:
             pass
     try:
-        watcher.wait(timeout=10)
+        watcher.wait(timeout=40)
     except subprocess.TimeoutExpired:
-        watcher.kill()
+        watcher.kill()  # the server gets its SIGTERM from setpriv
         watcher.wait()
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def _zombie_or_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+
+
 class PrivateServer:
     """An `nsbox serve` of the client's own, configured as its local runs,
-    on a unix socket in a private directory. A watcher shell holds the
-    other end of a pipe: when this process ends, however it ends, the
-    watcher stops the server and removes the directory."""
+    on a unix socket in a private directory. A watcher shell starts it and
+    holds the other end of a pipe: when this process ends, however it
+    ends, the watcher stops the server and removes the directory."""
 
     def __init__(self, cli: LocalCli, ready_timeout: float = 60.0) -> None:
         self.directory = tempfile.mkdtemp(prefix="nsbox-py-")
         self.socket = os.path.join(self.directory, "nsbox.sock")
-        log_path = os.path.join(self.directory, "serve.log")
+        self._owner = os.getpid()
         argv = [cli.nsbox, "serve", "--listen", f"unix:{self.socket}", "--pool-size", "1", *cli.base]
-        with open(log_path, "wb") as log:
-            try:
-                self._server = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
-                )
-            except OSError as e:
-                shutil.rmtree(self.directory, ignore_errors=True)
-                raise ConnectionError(f"could not start nsbox serve: {e.strerror}") from None
-        self._watcher = subprocess.Popen(
-            ["/bin/sh", "-c", _WATCHER, "sh", str(self._server.pid), self.directory],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self._finalizer = weakref.finalize(self, _stop, self._server, self._watcher, self.directory)
+        try:
+            self._watcher = subprocess.Popen(
+                ["/bin/sh", "-c", _WATCHER, "sh", self.directory, *argv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as e:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            raise ConnectionError(f"could not start nsbox serve: {e.strerror}") from None
+        self._finalizer = weakref.finalize(self, _stop, self._owner, self._watcher, self.directory)
+        assert self._watcher.stdout is not None
+        line = self._watcher.stdout.readline()
+        self._watcher.stdout.close()
+        if not line.strip().isdigit():
+            self.close()
+            raise Error("the private nsbox serve's watcher did not start it")
+        self.pid = int(line)
+        _live.add(self)
         self.transport = HttpTransport(f"unix:{self.socket}")
         deadline = time.monotonic() + ready_timeout
         while True:
-            if self._server.poll() is not None:
-                message = self._log(log_path)
+            if not self.alive():
+                message = self._log(os.path.join(self.directory, "serve.log"))
                 self.close()
-                raise _failure(message) if message.startswith("nsbox") else Error(
-                    f"nsbox serve exited ({self._server.returncode}): {message}"
+                raise UsageError(message) if message.startswith("nsbox") else Error(
+                    f"nsbox serve exited: {message}"
                 )
             if os.path.exists(self.socket):
                 try:
@@ -282,8 +312,28 @@ class PrivateServer:
             return "no message"
 
     def alive(self) -> bool:
-        return self._server.poll() is None
+        """Serving this process: not exited, not a parent's (after fork)."""
+        return os.getpid() == self._owner and self._watcher.poll() is None and not _zombie_or_gone(self.pid)
 
     def close(self) -> None:
-        self.transport.close()
+        if os.getpid() == self._owner and hasattr(self, "transport"):
+            self.transport.close()
         self._finalizer()
+
+    def _forget(self) -> None:
+        """In a child of fork: let go of the parent's pipe end, so that the
+        parent's exit still stops its server."""
+        if self._watcher.stdin is not None:
+            try:
+                self._watcher.stdin.close()  # this process's copy only
+            except OSError:
+                pass
+        self._finalizer.detach()
+
+
+def _after_fork_in_child() -> None:
+    for server in list(_live):
+        server._forget()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

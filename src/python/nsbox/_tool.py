@@ -150,14 +150,28 @@ def tool_call(
     if isinstance(checked, str):
         return checked
     code = checked.pop("code")
-    try:
+    asked = arguments.get("timeout")
+    if isinstance(target, Sandbox):
+        if "inputs" in checked:
+            return "argument 'files': this sandbox takes no files; run without files"
+    elif "inputs" in checked and not target.local:
+        return "argument 'files': this client's server takes no files; run without files"
+
+    def run(keys: Dict[str, Any]) -> str:
         if isinstance(target, Sandbox):
-            if "inputs" in checked:
-                return "argument 'files': this sandbox takes no files; run without files"
-            return target.run(code, **checked).text
-        if "inputs" in checked and not target.local:
-            return "argument 'files': this client's server takes no files; run without files"
-        return target.run(code, output_dir=output_dir, **checked).text
+            return target.run(code, **keys).text
+        return target.run(code, output_dir=output_dir, **keys).text
+
+    try:
+        try:
+            return run(checked)
+        except UsageError as e:
+            # A model's timeout above the configured one (the server's or
+            # the CLI's refusal): capped, as nsbox mcp caps it.
+            if "timeout" not in checked or "may only shorten it" not in str(e):
+                raise
+        del checked["timeout"]
+        return f"timeout: capped at the configured maximum ({asked:g} s asked for)\n" + run(checked)
     except QuotaExceeded as e:
         return e.result.text
     except UsageError as e:
