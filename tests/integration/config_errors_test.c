@@ -147,5 +147,28 @@ MODE_TEST (config, nonexistent_command_reports_the_failed_exec, .timeout = 30)
       strcmp (out.err, "nsbox: sandbox setup: execute '/nonexistent': No such file or directory\n")
           == 0,
       "expected the exact message");
+  /* A sandbox was being set up: the run's failure, not the input's. */
+  if (*mode == RUN_CLI)
+    RUN_ASSERT (&out, refusal_stage (&out) && strcmp (refusal_stage (&out), "run") == 0,
+                "expected the JSON error's stage \"run\"");
+  run_out_free (&out);
+}
+
+MODE_TEST (config, a_runs_own_limits_may_only_lower_the_configured_ones, .timeout = 30)
+{
+  if (*mode != RUN_CLI)
+    return; /* --run-timeout is a flag of nsbox run */
+  const char *const longer[] = { "--timeout", "2s", "--run-timeout", "1h", NULL };
+  struct run_out out;
+  run_mode (*mode, "print('ran')\n", longer, &out);
+  const char *const needles[] = { "--run-timeout 1h is longer than the configured 2s", NULL };
+  assert_refused (&out, needles);
+  RUN_ASSERT (&out, refusal_stage (&out) && strcmp (refusal_stage (&out), "input") == 0,
+              "expected the JSON error's stage \"input\"");
+  run_out_free (&out);
+  const char *const shorter[] = { "--run-timeout", "1s", NULL };
+  run_mode (*mode, "import time\ntime.sleep(30)\n", shorter, &out);
+  RUN_ASSERT (&out, run_json_bool (&out, "timed_out") && out.seconds < harness_scaled (10),
+              "expected --run-timeout 1s to time the run out");
   run_out_free (&out);
 }

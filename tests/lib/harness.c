@@ -1085,11 +1085,35 @@ assert_prints (struct run_out *out, const char *expected)
               "expected stdout \"%s\"", expected);
 }
 
+/* With --json, a refusal's stdout: one line {"error": the stderr message,
+ * "stage": "input" or "run"} (nsbox(1), THE JSON RESULT). */
+static bool
+json_error_matches (const struct run_out *out)
+{
+  const json_t *j = out->json;
+  if (!j || !json_is_object (j) || json_object_size (j) != 2 || out->out[out->out_len - 1] != '\n'
+      || memchr (out->out, '\n', out->out_len) != out->out + out->out_len - 1)
+    return false;
+  const char *e = json_string_value (json_object_get (j, "error"));
+  const char *stage = json_string_value (json_object_get (j, "stage"));
+  if (!e || !stage || (strcmp (stage, "input") != 0 && strcmp (stage, "run") != 0))
+    return false;
+  size_t n = strlen (e);
+  return out->err_len == 7 + n + 1 && memcmp (out->err + 7, e, n) == 0;
+}
+
+const char *
+refusal_stage (const struct run_out *out)
+{
+  return json_error_matches (out) ? json_string_value (json_object_get (out->json, "stage")) : NULL;
+}
+
 void
 assert_refused (struct run_out *out, const char *const *needles)
 {
   RUN_ASSERT (out, out->exit_status == 125, "expected exit status 125");
-  RUN_ASSERT (out, out->out_len == 0, "expected no stdout");
+  RUN_ASSERT (out, out->out_len == 0 || json_error_matches (out),
+              "expected no stdout, or the JSON error of the stderr message");
   RUN_ASSERT (out, out->err_len > 8 && strncmp (out->err, "nsbox: ", 7) == 0,
               "expected stderr to start with 'nsbox: '");
   const char *nl = memchr (out->err, '\n', out->err_len);

@@ -376,9 +376,12 @@ const char *run_stderr (struct run_out *out, size_t *len);
 
 /* The run completed, the program exited 0 and printed exactly `expected`. */
 void assert_prints (struct run_out *out, const char *expected);
-/* nsbox refused: exit 125, no stdout, exactly one stderr line "nsbox: ..."
- * containing every NULL-terminated needle. */
+/* nsbox refused: exit 125, exactly one stderr line "nsbox: ..." containing
+ * every NULL-terminated needle, and no stdout or (--json) the same message
+ * as {"error": ..., "stage": ...}. */
 void assert_refused (struct run_out *out, const char *const *needles);
+/* That JSON error's stage ("input" or "run"), or NULL without one. */
+const char *refusal_stage (const struct run_out *out);
 /* What runsc refuses and the native runtime runs: under runsc
  * assert_refused with the needles, natively assert_prints `expected`. */
 void assert_refused_by_runsc_else_prints (struct run_out *out, const char *const *needles,
