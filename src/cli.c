@@ -421,23 +421,30 @@ lower_limits (const struct cli *cli, nsbox_config *config)
 /* A sandbox this process starts itself: the file and flags, the quotas'
  * shared state, the image resolved (held in *image). */
 static int
-local_config (const struct cli *cli, nsbox_config **out, struct nsbox_image *image)
+local_config (const struct cli *cli, nsbox_config **out, struct nsbox_image *image,
+              const char **stage)
 {
   cleanup_error struct nsbox_error *err = NULL;
+  *stage = "run";
   nsbox_config *config = *out = nsbox_config_new (&err);
   if (!config)
     return cli_fail ("%s", nsbox_error_message (err));
+  *stage = "input";
   int ret = cli_configure (cli, config);
   if (ret == 0)
     ret = lower_limits (cli, config);
-  if (ret == 0)
-    ret = share_quotas (config);
+  if (ret != 0)
+    return ret;
+  /* The host's part: the quotas' state and the image store. */
+  *stage = "run";
+  ret = share_quotas (config);
   if (ret == 0 && !config->rootfs)
     ret = resolve_image (config, image);
   else if (ret == 0)
     {
       /* A rootfs that is not there is the input's fault, not the run's. */
       struct stat st;
+      *stage = "input";
       if (stat (config->rootfs, &st) < 0)
         ret = cli_fail ("rootfs '%s': %s", config->rootfs, strerror (errno));
       else if (!S_ISDIR (st.st_mode))
@@ -453,6 +460,16 @@ static void
 json_error (const char *stage)
 {
   json_t *o = json_pack ("{s:s,s:s}", "error", cli_last_failure (), "stage", stage);
+  if (!o)
+    {
+      /* Not UTF-8 (a path's bytes, a cut character): its ASCII only. */
+      char ascii[1024];
+      snprintf (ascii, sizeof ascii, "%s", cli_last_failure ());
+      for (char *c = ascii; *c; c++)
+        if ((unsigned char)*c >= 0x80)
+          *c = '?';
+      o = json_pack ("{s:s,s:s}", "error", ascii, "stage", stage);
+    }
   cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
   json_decref (o);
   if (!text)
@@ -470,11 +487,15 @@ cmd_run (int argc, char **argv)
   cleanup_free const char **profiles = cli.profiles;
   if (ret == 0)
     ret = choose_format (&cli);
-  if (ret != 0)
-    return ret;
-  if (!cli_extra (&cli, OPT_SERVER)
+  if (ret == 0 && !cli_extra (&cli, OPT_SERVER)
       && (cli_extra (&cli, OPT_PROFILE) || cli_extra (&cli, OPT_TOKEN_FILE)))
-    return cli_fail ("--profile and --token-file go with --server");
+    ret = cli_fail ("--profile and --token-file go with --server");
+  if (ret != 0)
+    {
+      if (cli.json && !cli_extra (&cli, OPT_SERVER))
+        json_error ("input");
+      return ret;
+    }
   cleanup_error struct nsbox_error *err = NULL;
   if (cli_extra (&cli, OPT_SERVER)
       && (cli_extra (&cli, OPT_RUN_TIMEOUT) || cli_extra (&cli, OPT_RUN_MAX_OUTPUT)))
@@ -490,19 +511,25 @@ cmd_run (int argc, char **argv)
   nsbox_config *config = NULL;
   /* Held until this process exits. */
   struct nsbox_image image = { .lock_fd = -1 };
-  ret = local_config (&cli, &config, &image);
+  const char *stage = "input";
+  ret = local_config (&cli, &config, &image, &stage);
   cleanup_free char *code = NULL;
   size_t code_len = 0;
   if (ret == 0)
-    ret = read_code (&code, &code_len);
+    {
+      stage = "input";
+      ret = read_code (&code, &code_len);
+    }
   nsbox_result *res = NULL;
-  bool refused = ret != 0;
   if (ret == 0 && nsbox_run (config, code, code_len, &res, &err) < 0)
-    ret = cli_fail ("%s", nsbox_error_message (err));
+    {
+      stage = "run";
+      ret = cli_fail ("%s", nsbox_error_message (err));
+    }
   if (ret == 0)
     ret = report (&cli, config, res);
   else if (cli.json)
-    json_error (refused ? "input" : "run");
+    json_error (stage);
   nsbox_result_free (res);
   nsbox_image_release (&image);
   nsbox_config_free (config);
@@ -520,7 +547,8 @@ cmd_repl (int argc, char **argv)
     return ret;
   nsbox_config *config = NULL;
   struct nsbox_image image = { .lock_fd = -1 };
-  ret = local_config (&cli, &config, &image);
+  const char *stage;
+  ret = local_config (&cli, &config, &image, &stage);
   if (ret == 0)
     ret = nsbox_repl (TAKE_PTR (config), STDIN_FILENO, cli.json);
   nsbox_config_free (config);

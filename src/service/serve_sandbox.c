@@ -403,7 +403,10 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
       unlink_entry (r, e);
       r->open--;
       if (abandoned)
-        r->ended[NSBOX_SANDBOX_END_ABANDONED]++;
+        {
+          r->opened++;
+          r->ended[NSBOX_SANDBOX_END_ABANDONED]++;
+        }
     }
   else
     {

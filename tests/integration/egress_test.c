@@ -745,7 +745,8 @@ Test (egress, bad_egress_configurations_are_refused_before_a_sandbox, .timeout =
       RUN_ASSERT (&out, out.exit_status == 125, "case %zu: expected 125", i);
       RUN_ASSERT (&out, strstr (out.err, cases[i].message) != NULL, "case %zu: expected '%s'", i,
                   cases[i].message);
-      RUN_ASSERT (&out, strstr (out.out, "1") == NULL, "case %zu: the code ran", i);
+      RUN_ASSERT (&out, !out.json, "case %zu: the code ran", i);
+      RUN_ASSERT (&out, refusal_stage (&out), "case %zu: expected the JSON error", i);
       run_out_free (&out);
     }
 }

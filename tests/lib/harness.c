@@ -377,6 +377,13 @@ parse_json (struct run_out *out)
     return;
   json_error_t error;
   out->json = json_loadb (out->out, out->out_len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &error);
+  /* nsbox's own failure is not a result (nsbox(1), THE JSON RESULT). */
+  if (out->json && json_is_object (out->json) && !json_object_get (out->json, "exit_code")
+      && json_object_get (out->json, "error"))
+    {
+      out->json_error = out->json;
+      out->json = NULL;
+    }
 }
 
 void
@@ -919,6 +926,7 @@ run_out_free (struct run_out *out)
   free (out->description);
   if (out->json)
     json_decref (out->json);
+  json_decref (out->json_error);
   memset (out, 0, sizeof *out);
 }
 
@@ -1090,8 +1098,8 @@ assert_prints (struct run_out *out, const char *expected)
 static bool
 json_error_matches (const struct run_out *out)
 {
-  const json_t *j = out->json;
-  if (!j || !json_is_object (j) || json_object_size (j) != 2 || out->out[out->out_len - 1] != '\n'
+  const json_t *j = out->json_error;
+  if (!j || json_object_size (j) != 2 || out->out[out->out_len - 1] != '\n'
       || memchr (out->out, '\n', out->out_len) != out->out + out->out_len - 1)
     return false;
   const char *e = json_string_value (json_object_get (j, "error"));
@@ -1105,7 +1113,8 @@ json_error_matches (const struct run_out *out)
 const char *
 refusal_stage (const struct run_out *out)
 {
-  return json_error_matches (out) ? json_string_value (json_object_get (out->json, "stage")) : NULL;
+  return json_error_matches (out) ? json_string_value (json_object_get (out->json_error, "stage"))
+                                  : NULL;
 }
 
 void

@@ -59,9 +59,10 @@ struct run_out
   size_t out_len;
   char *err;
   size_t err_len;
-  double seconds;   /* wall time of the launcher process */
-  json_t *json;     /* the parsed result, or NULL */
-  long peak_rss_kb; /* wait4 ru_maxrss of the launcher process */
+  double seconds;     /* wall time of the launcher process */
+  json_t *json;       /* the parsed result, or NULL */
+  json_t *json_error; /* or nsbox's own {"error", "stage"}, or NULL */
+  long peak_rss_kb;   /* wait4 ru_maxrss of the launcher process */
   /* CLI: user plus system CPU seconds of the launcher and every process it
    * (or one of its descendants) waited for, as wait4 counts them: under
    * runsc, gVisor's own. Library: 0. */

@@ -95,7 +95,7 @@ def test_cancelling_a_call_kills_its_run(start_server: Any) -> None:
 
 
 def test_errors(start_server: Any, tmp_path: Path) -> None:
-    busy = start_server("--max-concurrent", "1", "--max-queue", "0")
+    busy = start_server("--max-concurrent", "1", "--max-queue", "0", "--timeout", "60s")
     tcp = start_server("--quota-runs-per-minute", "1", tcp=True)
 
     async def main() -> None:
