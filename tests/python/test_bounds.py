@@ -82,6 +82,11 @@ def endless_line(conn: socket.socket) -> None:
              b"10000\r\n" + b"x" * 65536 + b"\r\n")
 
 
+def huge_chunk(conn: socket.socket) -> None:
+    _endless(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+             b"7fffffffff\r\n", b"x" * 65536)
+
+
 def trickle(conn: socket.socket) -> None:
     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
     for _ in range(1000):
@@ -112,8 +117,9 @@ def test_an_answer_past_the_cap_is_an_error(behave: Callable[[socket.socket], No
         assert time.monotonic() - began < scaled(10)
 
 
-def test_a_stream_line_past_the_cap_is_an_error() -> None:
-    for address in _serve(endless_line):
+@pytest.mark.parametrize("behave", [endless_line, huge_chunk], ids=_name)
+def test_a_stream_line_past_the_cap_is_an_error(behave: Callable[[socket.socket], None]) -> None:
+    for address in _serve(behave):
         with pytest.raises(nsbox.Error, match="exceeds 1048576"):
             list(nsbox.Client(address, max_answer_bytes=1 << 20, request_timeout=scaled(20)).run_stream("1"))
 

@@ -4,7 +4,6 @@ own streams and subprocesses (no thread per call)."""
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import shutil
 import time
@@ -14,6 +13,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, 
 from ._client import SandboxState, local_bound, setup
 from ._errors import ConnectionError, Error, QuotaExceeded, ServerBusy, UsageError
 from ._http import (
+    LEARN_TIMEOUT,
     MAX_ANSWER_BYTES,
     NDJSON,
     Address,
@@ -77,9 +77,9 @@ async def _read_head(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, str],
     return int(parts[1]), headers, parts[0]
 
 
-async def _chunks(reader: asyncio.StreamReader, most: float) -> AsyncIterator[bytes]:
-    """The data of a chunked body, chunk by chunk, strictly framed, at
-    most `most` bytes of it."""
+async def _chunks(reader: asyncio.StreamReader, most: int, whole: bool = True) -> AsyncIterator[bytes]:
+    """The data of a chunked body, chunk by chunk, strictly framed: no
+    chunk over `most` bytes, and (whole) not the body either."""
     total = 0
     while True:
         line = await _line(reader)
@@ -89,8 +89,8 @@ async def _chunks(reader: asyncio.StreamReader, most: float) -> AsyncIterator[by
         if not size_text or len(size_text) > 16 or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
             raise _BadAnswer("a bad chunk size")
         size = int(size_text, 16)
-        total += size
-        if total > most:
+        total += size if whole else 0
+        if size > most or total > most:
             raise _BadAnswer(f"the server's answer exceeds {most} bytes")
         if size == 0:
             while True:
@@ -126,11 +126,11 @@ async def _body(
         if int(cl) > most:
             raise _BadAnswer(f"the server's answer of {int(cl)} bytes exceeds {most}")
         return await reader.readexactly(int(cl)), True
-    data = b""
+    data = bytearray()
     while True:
         piece = await reader.read(65536)
         if not piece:
-            return data, False
+            return bytes(data), False
         data += piece
         if len(data) > most:
             raise _BadAnswer(f"the server's answer exceeds {most} bytes")
@@ -228,16 +228,22 @@ class _AsyncTransport:
                     c.close()
             what = f"{method} {path} on {self.address.text}"
             keep = False
+            held: List[_Conn] = [conn] if conn is not None else []
+
+            async def exchange() -> Tuple[Answer, bool]:  # connect and all, in one bound
+                if not held:
+                    held.append(await self._connect())
+                return await self._exchange(held[0], method, path, body)
+
             try:
-                if conn is None:
-                    conn = await asyncio.wait_for(self._connect(), timeout)
-                answer, keep = await asyncio.wait_for(self._exchange(conn, method, path, body), timeout)
+                answer, keep = await asyncio.wait_for(exchange(), timeout)
                 return answer
             except asyncio.TimeoutError:
                 raise ConnectionError(f"{what}: no answer within {timeout:.0f} s") from None
             except (OSError, asyncio.IncompleteReadError, _BadAnswer) as e:
                 raise ConnectionError(f"{what}: {why(e)}") from None
             finally:
+                conn = held[0] if held else None
                 if conn is not None:
                     if keep:
                         conn.idle_since = time.monotonic()
@@ -260,7 +266,7 @@ class _AsyncTransport:
         try:
             conn = await asyncio.wait_for(self._connect(), left())
             conn.writer.write(self._head("POST", path, body, NDJSON) + body)
-            await conn.writer.drain()
+            await asyncio.wait_for(conn.writer.drain(), left())
             status, headers, _ = await asyncio.wait_for(_read_head(conn.reader), left())
             if status != 200 or NDJSON not in headers.get("content-type", ""):
                 data, _ = await asyncio.wait_for(_body(conn.reader, headers, status, "POST", self._most), left())
@@ -269,7 +275,7 @@ class _AsyncTransport:
             if headers.get("transfer-encoding", "").lower() != "chunked":
                 raise Error(f"{what}: the server's stream is not chunked")
             pending = b""
-            chunks = _chunks(conn.reader, math.inf).__aiter__()  # lines are bounded below
+            chunks = _chunks(conn.reader, self._most, whole=False).__aiter__()  # and each line below
             while True:
                 try:
                     data = await asyncio.wait_for(chunks.__anext__(), left())
@@ -370,9 +376,9 @@ class AsyncClient:
         return self._bounds.plain
 
     async def _bound(self, http: _AsyncTransport, keys: Mapping[str, Any], profile: Optional[str]) -> float:
-        if self._bounds.known(keys, profile) is None:
+        if self._bounds.known(keys, profile) is None and self._bounds.wanted(profile):
             try:
-                a = await http.request("GET", "/v1/health", None, self._bounds.plain)
+                a = await http.request("GET", "/v1/health", None, LEARN_TIMEOUT)
                 self._bounds.learn(json_object(a.body, "health"))
             except Error:
                 pass

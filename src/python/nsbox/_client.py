@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Union
 
 from ._errors import Error, SandboxLost, UsageError
 from ._http import (
+    LEARN_TIMEOUT,
     LONGEST_RUN,
     MAX_ANSWER_BYTES,
     REQUEST_MARGIN,
@@ -126,9 +127,9 @@ class Client:
         return self._bounds.plain
 
     def _bound(self, http: HttpTransport, keys: Mapping[str, Any], profile: Optional[str]) -> float:
-        if self._bounds.known(keys, profile) is None:
+        if self._bounds.known(keys, profile) is None and self._bounds.wanted(profile):
             try:
-                a = http.request("GET", "/v1/health", None, self._bounds.plain)
+                a = http.request("GET", "/v1/health", None, LEARN_TIMEOUT)
                 self._bounds.learn(json_object(a.body, "health"))
             except Error:
                 pass
@@ -285,7 +286,7 @@ class SandboxState:
         if self._forked():
             return
         try:
-            http.request("DELETE", self._path(), None, 30.0, fresh=True)
+            http.request("DELETE", self._path(), None, 5.0, fresh=True)
         except Error:
             pass
 

@@ -5,6 +5,7 @@ what the answers mean, and the synchronous transport on http.client
 from __future__ import annotations
 
 import asyncio
+import functools
 import http.client
 import ipaddress
 import json
@@ -82,7 +83,7 @@ class Address:
         for scheme, default_port in (("http", 80), ("https", 443)):
             if text.startswith(scheme + "://"):
                 u = urllib.parse.urlsplit(text)
-                if u.path not in ("", "/") or u.query or u.fragment or u.username or not u.hostname:
+                if u.path not in ("", "/") or u.query or u.fragment or "@" in u.netloc or not u.hostname:
                     raise UsageError(f"server address {text!r}: expected {scheme}://HOST:PORT")
                 try:
                     port = u.port or default_port
@@ -158,6 +159,10 @@ def sandbox_body(profile: Optional[str], session: Optional[str], keys: Mapping[s
 
 # Locally, with no timeout known: nsbox's longest timeout (a day).
 LONGEST_RUN = 86400.0
+# A profile's timeout learned from a server bounds a call up to this; a
+# longer one needs request_timeout=.
+LEARNED_MOST = 3600.0
+LEARN_TIMEOUT = 10.0
 
 
 def run_seconds(keys: Mapping[str, Any]) -> Optional[float]:
@@ -188,6 +193,15 @@ class Bounds:
             raise UsageError("request_timeout must be a positive number of seconds")
         self.explicit = None if request_timeout is None else float(request_timeout)
         self.profiles: Dict[str, float] = {}
+        self.asked: "set[str]" = set()
+
+    def wanted(self, profile: Optional[str]) -> bool:
+        """Whether to ask the server for the profile's timeout: once."""
+        name = profile or "default"
+        if self.explicit is not None or name in self.profiles or name in self.asked:
+            return False
+        self.asked.add(name)
+        return True
 
     @property
     def plain(self) -> float:
@@ -210,8 +224,9 @@ class Bounds:
         if isinstance(profiles, dict):
             for name, p in profiles.items():
                 t = p.get("timeout_ms") if isinstance(p, dict) else None
-                if isinstance(t, int) and not isinstance(t, bool) and 0 < t <= LONGEST_RUN * 1000:
-                    self.profiles[str(name)] = t / 1000
+                if isinstance(t, int) and not isinstance(t, bool) and t > 0:
+                    # The server's word holds a call an hour at most.
+                    self.profiles[str(name)] = min(t / 1000, LEARNED_MOST)
 
     def run(self, keys: Mapping[str, Any], profile: Optional[str]) -> float:
         b = self.known(keys, profile)
@@ -390,14 +405,18 @@ class _DeadlineSSLSocket(ssl.SSLSocket):
         super().sendall(data, flags)
 
 
-def _tcp_socket(address: Tuple[str, int], timeout: Optional[float], source: Any = None) -> socket.socket:
+def _tcp_socket(deadline: float, address: Tuple[str, int], timeout: Optional[float], source: Any = None) -> socket.socket:
+    """Connected within the request's deadline, every address of the name
+    together; what is left of it goes to the TLS handshake."""
     host, port = address
     error: Optional[OSError] = None
     for family, kind, proto, _, addr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
         s = _DeadlineSocket(family, kind, proto)
         try:
-            s.settimeout(timeout)
+            s.settimeout(_left(deadline))
             s.connect(addr)
+            s.settimeout(_left(deadline))
+            s.deadline = deadline
             return s
         except OSError as e:
             s.close()
@@ -483,8 +502,6 @@ class HttpTransport:
             conn = http.client.HTTPSConnection(a.host, a.port, timeout=timeout, context=self._tls)
         else:
             conn = http.client.HTTPConnection(a.host, a.port, timeout=timeout)
-        if a.unix_path is None:
-            conn._create_connection = _tcp_socket  # type: ignore[attr-defined]
         with self._lock:
             self._conns.add(conn)
         return conn
@@ -522,6 +539,8 @@ class HttpTransport:
         deadline = time.monotonic() + timeout
         if conn.sock is None:
             conn.timeout = timeout
+            if self.address.unix_path is None:
+                conn._create_connection = functools.partial(_tcp_socket, deadline)  # type: ignore[attr-defined]
             conn.connect()
         _arm(conn, deadline)
         conn.request(method, path, body=body, headers=self._headers(body, accept))

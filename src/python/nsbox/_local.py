@@ -204,22 +204,23 @@ def cli_result(status: int, out: bytes, err: bytes) -> Result:
 
 
 # The watcher starts the server as its own child (so no moment exists when
-# the server runs unwatched, and its pid is never reused while the watcher
-# may signal it), tells its pid, and stops it when told to or when its
-# stdin ends: the owner closed it, or died however it died. setpriv gives
-# the server SIGTERM should the watcher itself be killed.
+# the server runs unwatched), tells its pid, and stops it when told to or
+# when its stdin ends: the owner closed it, or died however it died. The
+# server is signalled only before the watcher's wait has reaped it (so
+# never a reused pid); past 30 s the watcher kills itself, and setpriv's
+# death signal kills the server with it.
 _WATCHER = r"""
 dir=$1; shift
-setpriv --pdeathsig TERM -- "$@" </dev/null >/dev/null 2>"$dir/serve.log" &
+setpriv --pdeathsig KILL -- "$@" </dev/null >/dev/null 2>"$dir/serve.log" &
 pid=$!
 echo "$pid"
 exec >/dev/null
 read _line || :
 kill -TERM "$pid" 2>/dev/null
-i=0
-while kill -0 "$pid" 2>/dev/null && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done
-kill -KILL "$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
+( sleep 30; kill -KILL $$ ) &
+late=$!
+wait "$pid"
+kill "$late" 2>/dev/null
 rm -rf -- "$dir"
 """
 
