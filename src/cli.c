@@ -228,7 +228,10 @@ choose_format (struct cli *cli)
   if (!json && !text && strcmp (format, "plain") != 0)
     return cli_fail ("invalid value '%s' for --format: expected plain, json or text", format);
   if (cli->json && !json)
-    return cli_fail ("--json conflicts with --format %s", format);
+    {
+      cli->json = false; /* no format is chosen: nothing goes to stdout */
+      return cli_fail ("--json conflicts with --format %s", format);
+    }
   cli->json = json;
   cli->text = text;
   return 0;
