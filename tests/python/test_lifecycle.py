@@ -15,6 +15,7 @@ from typing import Any, Dict, List
 import nsbox
 import pytest
 from conftest import NSBOX_BIN, ROOTFS, scaled, wait_until
+from test_private_server import gone
 
 
 def descendants(pid: int) -> List[int]:
@@ -163,12 +164,5 @@ def test_a_cancelled_private_start_is_stopped_by_close() -> None:
         return private.pid
 
     pid = asyncio.run(main())
-    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid), 30), "the private server runs on"
+    assert wait_until(lambda: gone(pid), 30), "the private server runs on"
 
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1].startswith(("Z", "X"))
-    except OSError:
-        return True
