@@ -36,6 +36,7 @@ static const struct option serve_options[] = {
   { "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
   { "max-sandboxes", required_argument, NULL, OPT_MAX_SANDBOXES },
   { "max-sandboxes-per-client", required_argument, NULL, OPT_MAX_SANDBOXES_PER_CLIENT },
+  { "node-name", required_argument, NULL, OPT_NODE_NAME },
 };
 static const struct option mcp_options[] = {
   { "max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT },
@@ -169,12 +170,42 @@ pool_settings (const struct cli *cli, nsbox_pool_options *options)
   return 0;
 }
 
+/* --node-name, else the host's name up to its first dot. */
+static int
+node_name (const char *flag, const char **out)
+{
+  static char host[256];
+  if (flag)
+    {
+      if (!nsbox_serve_node_valid (flag))
+        return cli_fail ("invalid value '%s' for --node-name: expected 1 to %d lowercase letters, "
+                         "digits and '-', neither first nor last (a DNS label)",
+                         flag, NSBOX_SERVE_NODE_MAX);
+      *out = flag;
+      return 0;
+    }
+  if (gethostname (host, sizeof host - 1) < 0)
+    return cli_fail ("the host's name: %s: give --node-name", strerror (errno));
+  host[sizeof host - 1] = '\0';
+  host[strcspn (host, ".")] = '\0';
+  for (char *p = host; *p; p++)
+    if (*p >= 'A' && *p <= 'Z')
+      *p = (char)(*p - 'A' + 'a');
+  if (!nsbox_serve_node_valid (host))
+    return cli_fail ("the host's name '%s' is not a node name (a DNS label): give --node-name",
+                     host);
+  *out = host;
+  return 0;
+}
+
 static int
 serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
 {
   long ncpu = sysconf (_SC_NPROCESSORS_ONLN);
   o->listen = cli_extra (cli, OPT_LISTEN);
   o->token_file = cli_extra (cli, OPT_TOKEN_FILE);
+  if (node_name (cli_extra (cli, OPT_NODE_NAME), &o->node_name) != 0)
+    return EXIT_NSBOX_FAILED;
   o->max_concurrent = ncpu > 0 ? (uint64_t)ncpu : 2;
   o->max_queue = 64;
   o->max_sandboxes = 64;

@@ -23,6 +23,10 @@ enum nsbox_quota_kind
 const char *nsbox_quota_kind_name (enum nsbox_quota_kind kind) NSBOX_INTERNAL;
 
 /* A file collected from /tmp/out, and an entry that was not. */
+/* A live sandbox's id: 32 lowercase hex digits, or NODE.HEX for one a
+ * server's node opened (a DNS label of at most 63 bytes, a dot, the hex). */
+#define NSBOX_SANDBOX_ID_SIZE (63 + 1 + 32 + 1)
+
 struct nsbox_result_file
 {
   char *name;
@@ -76,7 +80,7 @@ struct nsbox_result
    * expression (NULL when it had none, or it was None). */
   bool in_sandbox;
   bool sandbox_lost;
-  char sandbox_id[33];
+  char sandbox_id[NSBOX_SANDBOX_ID_SIZE];
   uint64_t sandbox_run;
   char *value;
   size_t value_len;

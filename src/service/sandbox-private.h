@@ -27,6 +27,12 @@ struct nsbox_sandbox_state
 void nsbox_sandbox_get_state (nsbox_sandbox *sandbox, struct nsbox_sandbox_state *state,
                               bool memory) NSBOX_INTERNAL;
 
+/* The sandbox's id becomes NODE.HEX: a server's node names the sandboxes
+ * it opens, for a balancer's routing (node: a DNS label, checked by the
+ * caller). */
+void nsbox_sandbox_options_set_node (nsbox_sandbox_options *options,
+                                     const char *node) NSBOX_INTERNAL;
+
 /* 0, or -EINVAL when an option asks for more than the configuration's
  * key of the same name (a server's client may only shorten them). */
 int nsbox_sandbox_options_within (const nsbox_sandbox_options *options, const nsbox_config *config,

@@ -29,6 +29,7 @@ struct nsbox_sandbox_options
   uint64_t max_lifetime_ms;
   uint64_t max_runs; /* 0: no limit */
   char *session;
+  char node[64]; /* the id's NODE. prefix, or "" */
 };
 
 struct nsbox_sandbox
@@ -36,7 +37,7 @@ struct nsbox_sandbox
   pthread_mutex_t lock; /* held for a whole run */
   nsbox_pool *pool;
   struct nsbox_launch *launch; /* NULL once gone */
-  char id[33];
+  char id[NSBOX_SANDBOX_ID_SIZE];
   struct nsbox_sandbox_options options;
   uint64_t runs;
   uint64_t opened_ms;
@@ -79,6 +80,12 @@ nsbox_sandbox_options_free (nsbox_sandbox_options *o)
     return;
   free (o->session);
   free (o);
+}
+
+void
+nsbox_sandbox_options_set_node (nsbox_sandbox_options *o, const char *node)
+{
+  snprintf (o->node, sizeof o->node, "%s", node);
 }
 
 int
@@ -273,13 +280,18 @@ nsbox_sandbox_open (nsbox_pool *pool, const nsbox_sandbox_options *options, nsbo
       free (s);
       return nsbox_error_oom (err);
     }
-  int r = nsbox_random_id (s->id);
+  char hex[33];
+  int r = nsbox_random_id (hex);
   if (r < 0)
     {
       free (s->options.session);
       free (s);
       return nsbox_error_sys (err, -r, "choose the sandbox's id");
     }
+  if (options && options->node[0])
+    snprintf (s->id, sizeof s->id, "%s.%s", options->node, hex);
+  else
+    memcpy (s->id, hex, sizeof hex);
   pthread_mutex_init (&s->lock, NULL);
   pthread_mutex_init (&s->watch_lock, NULL);
   nsbox_cond_init_monotonic (&s->watch_wake);

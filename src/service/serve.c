@@ -380,6 +380,7 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
                             .max_queue = o->max_queue,
                             .max_request_bytes = o->max_request_bytes };
   memcpy (s.profiles, profiles, n_profiles * sizeof *profiles);
+  nsbox_serve_set_node (o->node_name ? o->node_name : "nsbox");
   pthread_mutex_init (&s.lock, NULL);
   pthread_cond_init (&s.slot_free, NULL);
   pthread_cond_init (&s.idle, NULL);
@@ -456,9 +457,10 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
       fail ("accepting connections: %s", strerror (-cr));
       goto out;
     }
-  fprintf (stderr, "nsbox serve: listening on %s%s (%zu profile%s, pid %d)\n",
-           l.unix_path ? "unix:" : (l.tcp ? "tcp " : "fd 3"), l.unix_path ? l.unix_path : "",
-           s.n_profiles, s.n_profiles == 1 ? "" : "s", (int)getpid ());
+  fprintf (stderr, "nsbox serve: node %s listening on %s%s (%zu profile%s, pid %d)\n",
+           nsbox_serve_node (), l.unix_path ? "unix:" : (l.tcp ? "tcp " : "fd 3"),
+           l.unix_path ? l.unix_path : "", s.n_profiles, s.n_profiles == 1 ? "" : "s",
+           (int)getpid ());
 
   int sig = 0;
   while (sigwait (&stop, &sig) != 0)

@@ -20,6 +20,7 @@ struct nsbox_serve_options
 {
   const char *listen; /* "unix:PATH" or "tcp:ADDR:PORT"; NULL: the default socket */
   const char *token_file;
+  const char *node_name; /* a DNS label (nsbox_serve_node_valid) */
   uint64_t max_concurrent;
   uint64_t max_queue;
   uint64_t max_request_bytes;

@@ -43,8 +43,8 @@ struct request
 {
   char *body;
   size_t len, alloc;
-  bool keep_body;      /* a POST of a run or an open: its body is kept, any other is dropped */
-  char sandbox_id[33]; /* of a /v1/sandboxes/ID request */
+  bool keep_body; /* a POST of a run or an open: its body is kept, any other is dropped */
+  char sandbox_id[NSBOX_SERVE_ID_SIZE]; /* of a /v1/sandboxes/ID request */
   bool too_large;
   bool uploading;    /* a POST /v1/runs counted in s->uploading */
   bool answering;    /* its answer is being sent: counted in s->answering */
@@ -53,7 +53,7 @@ struct request
   /* A refusal decided from the headers, answered when the body is in. */
   unsigned refusal; /* its status, 0: none */
   const char *allow;
-  char refusal_message[256];
+  char refusal_message[512];
 };
 
 /* A refused request's body up to this size is read and dropped before the
@@ -507,18 +507,39 @@ check_framing (const struct header_scan *n, const char *te, char *why, size_t si
   return 400;
 }
 
-/* /v1/sandboxes/ID[/runs]: the ID (32 lowercase hex digits, else no
- * sandbox's) into id; *runs for /runs. */
+/* /v1/sandboxes/ID[/runs]: the ID (NODE.HEX: a node's name, a dot, 32
+ * lowercase hex digits; else no sandbox's) into id; *runs for /runs. */
 static bool
-sandbox_url (const char *url, char id[33], bool *runs)
+sandbox_url (const char *url, char id[NSBOX_SERVE_ID_SIZE], bool *runs)
 {
   const char *p = url + strlen ("/v1/sandboxes/");
-  size_t n = strspn (p, "0123456789abcdef");
-  if (n != 32 || (p[n] && strcmp (p + n, "/runs") != 0))
+  const char *dot = strchr (p, '.');
+  if (!dot || (size_t)(dot - p) > NSBOX_SERVE_NODE_MAX)
     return false;
-  memcpy (id, p, 32);
-  id[32] = '\0';
-  *runs = p[n] != '\0';
+  char node[NSBOX_SERVE_NODE_MAX + 1];
+  memcpy (node, p, (size_t)(dot - p));
+  node[dot - p] = '\0';
+  size_t n = strspn (dot + 1, "0123456789abcdef");
+  const char *end = dot + 1 + n;
+  if (!nsbox_serve_node_valid (node) || n != 32 || (*end && strcmp (end, "/runs") != 0))
+    return false;
+  snprintf (id, NSBOX_SERVE_ID_SIZE, "%.*s", (int)(end - p), p);
+  *runs = *end != '\0';
+  return true;
+}
+
+/* A sandbox's node, from its id: another node's sandbox is never here. */
+static bool
+elsewhere (const char *id, char *why, size_t size)
+{
+  const char *node = nsbox_serve_node ();
+  size_t n = strlen (node);
+  if (strncmp (id, node, n) == 0 && id[n] == '.')
+    return false;
+  snprintf (why, size,
+            "sandbox %s is on node %.*s, not on this one (%s): that node is gone or this "
+            "request was routed past it; a sandbox ends with its node: open a new one",
+            id, (int)(strchr (id, '.') - id), id, node);
   return true;
 }
 
@@ -533,7 +554,7 @@ only (const char *method, const char *url, const char *methods, char *why, size_
  * (and *allow). */
 static unsigned
 route_of (const char *url, const char *method, enum route *route, const char **allow, char *why,
-          size_t size, char id[33])
+          size_t size, char id[NSBOX_SERVE_ID_SIZE])
 {
   bool get = strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0;
   bool post = strcmp (method, "POST") == 0, runs = false;
@@ -548,14 +569,15 @@ route_of (const char *url, const char *method, enum route *route, const char **a
     {
       *route = runs ? ROUTE_SANDBOX_RUNS : ROUTE_SANDBOX;
       *allow = runs ? "POST" : "GET, HEAD, DELETE";
-      if (runs ? post : get || strcmp (method, "DELETE") == 0)
-        return 0;
-      return only (method, url, runs ? "POST" : "GET or DELETE", why, size);
+      if (!(runs ? post : get || strcmp (method, "DELETE") == 0))
+        return only (method, url, runs ? "POST" : "GET or DELETE", why, size);
+      return elsewhere (id, why, size) ? 410 : 0;
     }
   if (strncmp (url, "/v1/sandboxes/", strlen ("/v1/sandboxes/")) == 0)
     {
       *allow = NULL;
-      snprintf (why, size, "no sandbox %.64s: an id is 32 lowercase hex digits",
+      snprintf (why, size,
+                "no sandbox %.100s: an id is a node's name, a dot and 32 lowercase hex digits",
                 url + strlen ("/v1/sandboxes/"));
       return 404;
     }
@@ -641,7 +663,9 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
     }
   if (!status)
     return MHD_YES;
-  if (status != 401 && status != 503)
+  if (status == 410)
+    nsbox_serve_count (s, &s->rejected_elsewhere);
+  else if (status != 401 && status != 503)
     nsbox_serve_count (s, &s->bad_requests);
   if (at_once || te || length > DRAIN_BYTES || (expect && strcasecmp (expect, "100-continue") == 0))
     return nsbox_serve_respond_message (c, status, why, req->allow);

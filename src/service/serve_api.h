@@ -25,6 +25,11 @@
  * under the memory above, since headers that nearly fill it leave
  * libmicrohttpd no room to build any answer (it would close unanswered). */
 #define NSBOX_SERVE_HEADER_BYTES (16u << 10)
+/* A node's name (--node-name): a DNS label, at most this long. A live
+ * sandbox's id is NODE.HEX (32 lowercase hex digits), so that a balancer
+ * routes it to its node with no state of its own. */
+#define NSBOX_SERVE_NODE_MAX 63
+#define NSBOX_SERVE_ID_SIZE (NSBOX_SERVE_NODE_MAX + 1 + 32 + 1)
 /* Request→result latency buckets of /metrics, in seconds. */
 #define NSBOX_SERVE_BUCKETS 12
 
@@ -84,6 +89,7 @@ struct nsbox_server
   uint64_t runs[NSBOX_SERVE_MAX_PROFILES][NSBOX_OUTCOME_COUNT_][2]; /* [..][cold, warm] */
   uint64_t rejected_busy, rejected_draining, bad_requests, unauthorized;
   uint64_t rejected_sandboxes;                       /* an open past --max-sandboxes */
+  uint64_t rejected_elsewhere;                       /* for another node's sandbox */
   uint64_t latency_buckets[NSBOX_SERVE_BUCKETS + 1]; /* cumulative at render time */
   double latency_sum;
   uint64_t latency_count;
@@ -112,6 +118,13 @@ int nsbox_serve_owner (struct nsbox_server *s, struct MHD_Connection *c, char *o
 int nsbox_serve_admit (struct nsbox_server *s) NSBOX_INTERNAL;
 void nsbox_serve_describe_client (const struct nsbox_server *s, int fd, char *out,
                                   size_t size) NSBOX_INTERNAL;
+
+/* serve_common.c: the node's name, for every answer's X-Nsbox-Node (and
+ * X-Nsbox-Retryable on a 503), set once before the server answers. */
+bool nsbox_serve_node_valid (const char *name) NSBOX_INTERNAL;
+void nsbox_serve_set_node (const char *name) NSBOX_INTERNAL;
+const char *nsbox_serve_node (void) NSBOX_INTERNAL;
+void nsbox_serve_add_node_headers (struct MHD_Response *r, unsigned status) NSBOX_INTERNAL;
 
 /* Gives back a run slot nsbox_serve_admit took (serve_common.c). */
 void nsbox_serve_release_slot (struct nsbox_server *s) NSBOX_INTERNAL;

@@ -17,6 +17,43 @@
 #include "serve_api.h"
 #include "util.h"
 
+/* ---- the node ---- */
+
+/* Set once by nsbox_serve before any thread answers; read by every answer. */
+static char node_name[NSBOX_SERVE_NODE_MAX + 1] = "nsbox";
+
+bool
+nsbox_serve_node_valid (const char *name)
+{
+  size_t n = name ? strlen (name) : 0;
+  if (n == 0 || n > NSBOX_SERVE_NODE_MAX
+      || strspn (name, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+    return false;
+  return name[0] != '-' && name[n - 1] != '-';
+}
+
+void
+nsbox_serve_set_node (const char *name)
+{
+  snprintf (node_name, sizeof node_name, "%s", name);
+}
+
+const char *
+nsbox_serve_node (void)
+{
+  return node_name;
+}
+
+void
+nsbox_serve_add_node_headers (struct MHD_Response *r, unsigned status)
+{
+  nsbox_mhd.add_response_header (r, "X-Nsbox-Node", node_name);
+  /* Every 503 of nsbox is a refusal before anything of the request
+   * started: another node may take it. */
+  if (status == 503)
+    nsbox_mhd.add_response_header (r, "X-Nsbox-Retryable", "true");
+}
+
 /* ---- responses ---- */
 
 static enum MHD_Result
@@ -36,6 +73,7 @@ respond_allowing (struct MHD_Connection *c, unsigned status, const char *type, c
     nsbox_mhd.add_response_header (r, "WWW-Authenticate", "Bearer");
   if (allow)
     nsbox_mhd.add_response_header (r, "Allow", allow);
+  nsbox_serve_add_node_headers (r, status);
   enum MHD_Result ret = nsbox_mhd.queue_response (c, status, r);
   nsbox_mhd.destroy_response (r);
   return ret;

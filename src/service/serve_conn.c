@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "mhd.h"
+#include "serve_api.h"
 /* A closed connection's client may go on sending for this long in all, */
 #define LINGER_MS 5000
 /* with no pause longer than this. */
@@ -196,10 +197,12 @@ send_fixed (int fd, const char *status, bool retry, const char *why)
   int len = snprintf (answer, sizeof answer,
                       "HTTP/1.1 %s\r\n"
                       "Content-Type: application/json\r\n"
+                      "X-Nsbox-Node: %s\r\n"
                       "%s"
                       "Connection: close\r\n"
                       "Content-Length: %d\r\n\r\n%s",
-                      status, retry ? "Retry-After: 1\r\n" : "", body_len, body);
+                      status, nsbox_serve_node (),
+                      retry ? "Retry-After: 1\r\nX-Nsbox-Retryable: true\r\n" : "", body_len, body);
   /* A socket that has sent nothing yet takes it whole. */
   if (len > 0 && (size_t)len < sizeof answer)
     (void)!send (fd, answer, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);

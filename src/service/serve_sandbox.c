@@ -25,6 +25,7 @@
 #include "mhd.h"
 #include "nsbox.h"
 #include "pool.h"
+#include "result.h"
 #include "sandbox-private.h"
 #include "serve_api.h"
 #include "util.h"
@@ -32,13 +33,15 @@
 /* How long an ended sandbox's owner is told why (410), at most. */
 #define TOMBSTONE_MS (10u * 60u * 1000u)
 
+_Static_assert(NSBOX_SERVE_ID_SIZE == NSBOX_SANDBOX_ID_SIZE, "a served id is a sandbox's id");
+
 static const char *const end_names[NSBOX_SANDBOX_END_COUNT_]
     = { "deleted", "idle", "lifetime", "max_runs", "lost", "abandoned" };
 
 struct entry
 {
   struct entry *next;
-  char id[33];
+  char id[NSBOX_SERVE_ID_SIZE]; /* NODE.HEX */
   char owner[48];
   size_t profile;
   nsbox_sandbox *sandbox; /* NULL: ended, kept to tell its owner why (or opening) */
@@ -345,6 +348,7 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
       nsbox_error_free (err);
       return nsbox_serve_respond_error (c, 500, "out of memory");
     }
+  nsbox_sandbox_options_set_node (options, nsbox_serve_node ());
   size_t profile = 0;
   unsigned status = parse_open (s, body, len, options, &profile, why, sizeof why);
   if (status)

@@ -79,9 +79,9 @@ nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c)
   bool draining = s->draining;
   json_int_t running = (json_int_t)s->running, queued = (json_int_t)s->queued;
   pthread_mutex_unlock (&s->lock);
-  json_t *o = json_pack ("{s:s,s:b,s:I,s:I,s:o}", "status", draining ? "draining" : "ok",
-                         "draining", draining, "running", running, "queued", queued, "profiles",
-                         profiles ? profiles : json_null ());
+  json_t *o = json_pack ("{s:s,s:s,s:b,s:I,s:I,s:o}", "status", draining ? "draining" : "ok",
+                         "node", nsbox_serve_node (), "draining", draining, "running", running,
+                         "queued", queued, "profiles", profiles ? profiles : json_null ());
   cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
   json_decref (o);
   if (!text)
@@ -143,9 +143,16 @@ nsbox_serve_metrics (struct nsbox_server *s, struct MHD_Connection *c)
        "nsbox_rejected_total{reason=\"unauthorized\"} %" PRIu64 "\n"
        "nsbox_rejected_total{reason=\"connections\"} %" PRIu64 "\n"
        "nsbox_rejected_total{reason=\"peer_connections\"} %" PRIu64 "\n"
-       "nsbox_rejected_total{reason=\"max_sandboxes\"} %" PRIu64 "\n",
+       "nsbox_rejected_total{reason=\"max_sandboxes\"} %" PRIu64 "\n"
+       "nsbox_rejected_total{reason=\"other_node\"} %" PRIu64 "\n",
        s->rejected_busy, s->rejected_draining, s->bad_requests + cst.answered, s->unauthorized,
-       cst.refused_total, cst.refused_peer, s->rejected_sandboxes);
+       cst.refused_total, cst.refused_peer, s->rejected_sandboxes, s->rejected_elsewhere);
+  add (&t,
+       "# HELP nsbox_node_info The node's name (--node-name).\n# TYPE nsbox_node_info gauge\n"
+       "nsbox_node_info{node=\"%s\"} 1\n"
+       "# HELP nsbox_draining 1 once SIGTERM began the drain: the node takes no new work.\n"
+       "# TYPE nsbox_draining gauge\nnsbox_draining %d\n",
+       nsbox_serve_node (), s->draining ? 1 : 0);
   add (&t,
        "# HELP nsbox_connections_open Connections held, lingering ones too.\n"
        "# TYPE nsbox_connections_open gauge\nnsbox_connections_open %" PRIu64 "\n"

@@ -280,6 +280,7 @@ nsbox_serve_stream (struct MHD_Connection *c, struct nsbox_serve_stream_job *job
     }
   nsbox_mhd.add_response_header (resp, "Content-Type", "application/x-ndjson");
   nsbox_mhd.add_response_header (resp, "Cache-Control", "no-store");
+  nsbox_serve_add_node_headers (resp, 200);
   enum MHD_Result ret = nsbox_mhd.queue_response (c, 200, resp);
   nsbox_mhd.destroy_response (resp);
   return ret;

@@ -20,6 +20,9 @@
 
 #include "harness.h"
 
+/* A served sandbox id: NODE.HEX, NUL. */
+#define SB_ID 98
+
 /* A uid that is neither root nor the test user nor the sandbox's. */
 #define OTHER_UID 54321
 
@@ -63,17 +66,21 @@ runsc_refused (const struct serve_job *s, const char *auth)
 }
 
 static void
-open_sandbox (const struct serve_job *s, const char *auth, const char *body, char id[33])
+open_sandbox (const struct serve_job *s, const char *auth, const char *body, char id[SB_ID])
 {
   char *answer;
   long st = call (s, auth, "POST", "/v1/sandboxes", body, &answer);
   cr_assert_eq (st, 201, "POST /v1/sandboxes: %ld %s", st, answer);
   json_t *j = parse (answer);
   const char *got = json_str_of (j, "id");
-  cr_assert (got && strlen (got) == 32 && strspn (got, "0123456789abcdef") == 32,
-             "not an id of 128 bits in hex: %s", answer);
+  /* NODE.HEX: the node's name (the host's, serve_job gives none), a dot,
+   * 128 bits in hex. */
+  const char *dot = got ? strchr (got, '.') : NULL;
+  cr_assert (dot && dot > got && strlen (dot + 1) == 32
+                 && strspn (dot + 1, "0123456789abcdef") == 32,
+             "not an id NODE.HEX of 128 bits: %s", answer);
   cr_assert_not_null (json_str_of (j, "expires_at"), "no expires_at: %s", answer);
-  memcpy (id, got, 33);
+  snprintf (id, SB_ID, "%s", got);
   json_decref (j);
   free (answer);
 }
@@ -83,7 +90,7 @@ static json_t *
 sandbox_run (const struct serve_job *s, const char *auth, const char *id, const char *code,
              long *status, char **error)
 {
-  char path[96];
+  char path[160];
   snprintf (path, sizeof path, "/v1/sandboxes/%s/runs", id);
   json_t *body = json_pack ("{s:s}", "code", code);
   char *text = json_dumps (body, JSON_COMPACT), *answer;
@@ -114,7 +121,7 @@ static long
 sandbox_status (const struct serve_job *s, const char *auth, const char *method, const char *id,
                 char **answer)
 {
-  char path[96];
+  char path[160];
   snprintf (path, sizeof path, "/v1/sandboxes/%s", id);
   return call (s, auth, method, path, NULL, answer);
 }
@@ -162,7 +169,7 @@ Test (serve_sandbox, state_survives_between_runs_and_delete_ends_it, .timeout = 
       serve_stop_ok (&s);
       return;
     }
-  char id[33];
+  char id[SB_ID];
   open_sandbox (&s, NULL, "{\"sandbox-idle-timeout\": \"5m\"}", id);
   json_t *a = run_ok (&s, NULL, id, "import json\nx = 41\nopen('/tmp/f', 'w').write('kept')");
   cr_assert_eq (json_int_of (a, "exit_code"), 0, "%s", json_str_of (a, "stderr"));
@@ -268,7 +275,7 @@ Test (serve_sandbox, warm_sandboxes_are_each_fresh_and_their_own, .timeout = 180
   usleep (500000);
   cr_assert_eq (metric (&s, "nsbox_pool_sandboxes_ready{profile=\"default\"} "), 0,
                 "live sandboxes were started before any was asked for");
-  char first[33];
+  char first[SB_ID];
   open_sandbox (&s, NULL, "{}", first);
   cr_assert (!warm (&s, first), "the first sandbox cannot have been warm");
   double until = now_seconds () + harness_scaled (30);
@@ -277,7 +284,7 @@ Test (serve_sandbox, warm_sandboxes_are_each_fresh_and_their_own, .timeout = 180
     usleep (50000);
   cr_assert_eq (metric (&s, "nsbox_pool_sandboxes_ready{profile=\"default\"} "), 2,
                 "the pool did not start its two live sandboxes");
-  char ids[2][33], markers[2][96];
+  char ids[2][SB_ID], markers[2][96];
   long hashes[2];
   for (int i = 0; i < 2; i++)
     {
@@ -423,7 +430,7 @@ Test (serve_sandbox, another_uid_on_the_unix_socket_gets_404, .timeout = 180)
       serve_stop_ok (&s);
       return;
     }
-  char id[33], path[96], answer[4096];
+  char id[SB_ID], path[160], answer[4096];
   open_sandbox (&s, NULL, NULL, id);
   json_decref (run_ok (&s, NULL, id, "secret = 'mine'"));
   snprintf (path, sizeof path, "/v1/sandboxes/%s", id);
@@ -452,7 +459,7 @@ Test (serve_sandbox, another_token_gets_404, .timeout = 180)
       serve_stop_ok (&s);
       return;
     }
-  char id[33], *answer;
+  char id[SB_ID], *answer;
   open_sandbox (&s, a, NULL, id);
   json_decref (run_ok (&s, a, id, "secret = 'first'"));
   long st = sandbox_status (&s, b, "GET", id, &answer);
@@ -483,7 +490,7 @@ Test (serve_sandbox, the_idle_timeout_and_the_shutdown_leave_nothing_on_the_host
       serve_stop_ok (&s);
       return;
     }
-  char idle[33], kept[33], idle_marker[96], kept_marker[96], *answer;
+  char idle[SB_ID], kept[SB_ID], idle_marker[96], kept_marker[96], *answer;
   open_sandbox (&s, NULL, "{\"sandbox-idle-timeout\": \"2s\"}", idle);
   open_sandbox (&s, NULL, "{\"sandbox-idle-timeout\": 600}", kept);
   start_marked (&s, idle, idle_marker, sizeof idle_marker);
@@ -562,7 +569,7 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
       cr_assert (strstr (answer, bad[i].says), "%s: %s", bad[i].body, answer);
       free (answer);
     }
-  char id[33];
+  char id[SB_ID];
   open_sandbox (&s, NULL, "{\"sandbox-max-runs\": 2}", id);
   long st = call (&s, NULL, "POST", "/v1/sandboxes", "{}", &answer);
   cr_assert_eq (st, 503, "a second sandbox past --max-sandboxes-per-client 1: %ld %s", st, answer);
@@ -575,7 +582,13 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
   cr_assert (chmod (s.dir, 0700) == 0);
   cr_assert_eq (call (&s, NULL, "GET", "/v1/sandboxes/0123", NULL, &answer), 404);
   free (answer);
-  char path[96];
+  /* Another node's sandbox is never here: 410, saying where it was. */
+  cr_assert_eq (call (&s, NULL, "GET", "/v1/sandboxes/elsewhere-1.0123456789abcdef0123456789abcdef",
+                      NULL, &answer),
+                410);
+  cr_assert (strstr (answer, "on node elsewhere-1, not on this one"), "%s", answer);
+  free (answer);
+  char path[160];
   snprintf (path, sizeof path, "/v1/sandboxes/%s/runs", id);
   cr_assert_eq (call (&s, NULL, "POST", path, "{\"code\": \"1\", \"profile\": \"x\"}", &answer),
                 400);
@@ -632,7 +645,7 @@ struct load
 {
   const struct serve_job *s;
   int first;
-  char ids[LOAD_SANDBOXES / LOAD_THREADS][33];
+  char ids[LOAD_SANDBOXES / LOAD_THREADS][SB_ID];
   int wrong;
 };
 

@@ -173,7 +173,7 @@ Test (serve_stream, output_reaches_the_client_as_it_is_written, .timeout = 120)
       cr_assert_eq (serve_http (s.socket, "POST", "/v1/sandboxes", "{}", 2, NULL, &answer, NULL),
                     201, "%s", answer);
       json_t *o = json_loads (answer, 0, NULL);
-      char path[96];
+      char path[160];
       snprintf (path, sizeof path, "/v1/sandboxes/%s/runs",
                 json_string_value (json_object_get (o, "id")));
       json_decref (o);

@@ -21,7 +21,7 @@ BACKGROUND = (
 def test_state_is_kept_and_the_block_closes_it(client: nsbox.Client) -> None:
     tag = f"nsbox-py-bg-{secrets.token_hex(6)}"
     with client.sandbox() as sb:
-        assert len(sb.id) == 32
+        assert len(sb.id.rsplit(".", 1)[-1]) == 32
         assert sb.run("x = 1\nimport json").value is None
         r = sb.run("x + 1")
         assert r.value == "2" and r.sandbox_id == sb.id and r.sandbox_run == 2

@@ -241,8 +241,9 @@ class SandboxState:
 
     def __init__(self, info: Mapping[str, Any]) -> None:
         sid = info.get("id")
-        if not isinstance(sid, str) or not re.fullmatch(r"[0-9a-f]{32}", sid):
-            raise Error("open sandbox: the server's answer has no id of 32 hex digits")
+        # NODE.HEX from a server (the node that holds it), HEX locally.
+        if not isinstance(sid, str) or not re.fullmatch(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)?[0-9a-f]{32}", sid):
+            raise Error("open sandbox: the server's answer has no sandbox id (NODE.HEX)")
         self.id: str = sid
         self.profile: Optional[str] = info.get("profile") if isinstance(info.get("profile"), str) else None
         self.expires_at: Optional[str] = info.get("expires_at") if isinstance(info.get("expires_at"), str) else None
