@@ -8,17 +8,29 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Callable, List
 
 import nsbox
 import pytest
-from conftest import NSBOX_BIN, ROOTFS, scaled, wait_until
+from conftest import NSBOX_BIN, ROOTFS, Server, scaled, wait_until
 
 
 def test_a_programs_failure_is_a_result(client: nsbox.Client) -> None:
     r = client.run("import sys; sys.exit(7)")
     assert r.exit_code == 7 and not r.ok
-    r = client.run("x = bytearray(400 << 20); x[::4096] = b'1' * len(x[::4096])", timeout="3s")
+
+
+@pytest.mark.parametrize("transport", ["local", "unix", "tcp"])
+def test_running_out_of_memory_is_a_result(transport: str, start_server: Callable[..., Server]) -> None:
+    # Near its memory limit a cgroup reclaims page cache before the OOM
+    # killer acts, which on a loaded machine takes seconds: the limit on
+    # time is generous so that the run ends by memory, not by the clock.
+    if transport == "local":
+        c = nsbox.Client(nsbox=NSBOX_BIN, rootfs=ROOTFS, timeout="60s")
+    else:
+        c = start_server("--timeout", "60s", tcp=transport == "tcp").client()
+    with c:
+        r = c.run("x = bytearray(400 << 20); x[::4096] = b'1' * len(x[::4096])")
     # A memory cgroup kills it; an rlimit alone (no cgroup for this user)
     # makes it a MemoryError: a Result either way.
     assert not r.ok and ((r.oom_killed and r.exit_code == 137) or "MemoryError" in r.stderr)
