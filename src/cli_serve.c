@@ -37,6 +37,7 @@ static const struct option serve_options[] = {
   { "max-sandboxes", required_argument, NULL, OPT_MAX_SANDBOXES },
   { "max-sandboxes-per-client", required_argument, NULL, OPT_MAX_SANDBOXES_PER_CLIENT },
   { "node-name", required_argument, NULL, OPT_NODE_NAME },
+  { "drain-grace", required_argument, NULL, OPT_DRAIN_GRACE },
 };
 static const struct option mcp_options[] = {
   { "max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT },
@@ -257,6 +258,10 @@ serve_settings (const struct cli *cli, struct nsbox_serve_options *o)
     { OPT_BODY_TIMEOUT, "body-timeout", &o->body_timeout_ms },
     { OPT_IDLE_TIMEOUT, "idle-timeout", &o->idle_timeout_ms },
   };
+  const char *grace = cli_extra (cli, OPT_DRAIN_GRACE);
+  if (grace
+      && (nsbox_parse_duration (grace, &o->drain_grace_ms) < 0 || o->drain_grace_ms > 3600000))
+    return cli_fail ("invalid value '%s' for --drain-grace: expected a duration up to 1h", grace);
   for (size_t i = 0; i < ARRAY_SIZE (timeouts); i++)
     {
       const char *value = cli_extra (cli, timeouts[i].opt);

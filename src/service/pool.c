@@ -372,6 +372,9 @@ refill_main (void *arg)
           if (r < 0 || !e)
             {
               p->stats.start_failures++;
+              p->stats.failing = true;
+              snprintf (p->stats.failing_why, sizeof p->stats.failing_why, "%s",
+                        why ? nsbox_error_message (why) : "unknown error");
               sh->backoff_ms = sh->backoff_ms ? sh->backoff_ms * 2 : BACKOFF_MIN_MS;
               if (sh->backoff_ms > BACKOFF_MAX_MS)
                 sh->backoff_ms = BACKOFF_MAX_MS;
@@ -380,6 +383,7 @@ refill_main (void *arg)
               continue;
             }
           sh->backoff_ms = 0;
+          p->stats.failing = false;
           e->generation = generation;
           if (generation != p->generation || p->stopping)
             {

@@ -465,6 +465,7 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
   int sig = 0;
   while (sigwait (&stop, &sig) != 0)
     ;
+  uint64_t grace_until = nsbox_now_ms () + o->drain_grace_ms;
   fprintf (stderr, "nsbox serve: %s: draining\n", strsignal (sig));
   /* No new connection; new requests on open ones get 503; wait for the
    * runs in flight and the queue, then (bounded) for their answers to be
@@ -474,7 +475,23 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
   close (TAKE_FD (l.fd));
   pthread_mutex_lock (&s.lock);
   s.draining = true;
+  nsbox_serve_set_closing ();
   pthread_cond_broadcast (&s.slot_free);
+  while (s.running > 0 || s.queued > 0)
+    pthread_cond_wait (&s.idle, &s.lock);
+  /* --drain-grace: a balancer keeps sending on the connections it holds
+   * until its health check sees the node gone; each such request is
+   * answered (503, Connection: close) instead of meeting a closed
+   * connection, which it could not tell from a run that died. */
+  pthread_mutex_unlock (&s.lock);
+  for (uint64_t now; (now = nsbox_now_ms ()) < grace_until;)
+    {
+      uint64_t left = grace_until - now;
+      struct timespec ts
+          = { .tv_sec = (time_t)(left / 1000), .tv_nsec = (long)(left % 1000) * 1000000 };
+      nanosleep (&ts, NULL);
+    }
+  pthread_mutex_lock (&s.lock);
   while (s.running > 0 || s.queued > 0)
     pthread_cond_wait (&s.idle, &s.lock);
   struct timespec until;

@@ -29,6 +29,7 @@ struct nsbox_serve_options
   uint64_t max_connections;
   uint64_t max_connections_per_peer; /* 0: the listener's default */
   uint64_t header_timeout_ms, body_timeout_ms, idle_timeout_ms;
+  uint64_t drain_grace_ms; /* a drain lasts at least this (a balancer's time to see it) */
   nsbox_pool_options *pool_options;
 };
 

@@ -48,6 +48,7 @@ struct request
   bool too_large;
   bool uploading;    /* a POST /v1/runs counted in s->uploading */
   bool answering;    /* its answer is being sent: counted in s->answering */
+  bool brief;        /* GET /v1/health without the token: a probe's answer */
   double start;      /* when its headers arrived */
   uint64_t received; /* body bytes so far, kept or not */
   /* A refusal decided from the headers, answered when the body is in. */
@@ -320,6 +321,17 @@ serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req
   /* The session: the body's "session", else the X-Nsbox-Session header. */
   const char *session = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "X-Nsbox-Session");
   struct nsbox_error *session_err = NULL;
+  /* A fleet's balancer routes on the header: the body may not say another. */
+  const char *in_body = json_string_value (json_object_get (root, "session"));
+  if (session && in_body && strcmp (session, in_body) != 0)
+    {
+      json_decref (root);
+      nsbox_run_options_free (rr.options);
+      nsbox_serve_count (s, &s->bad_requests);
+      return nsbox_serve_respond_error (c, 400, "%s",
+                                        "the body's \"session\" and the X-Nsbox-Session header "
+                                        "differ: give one, or the same in both");
+    }
   if (session && !json_object_get (root, "session")
       && nsbox_run_options_set (rr.options, "session", session, &session_err) < 0)
     {
@@ -640,9 +652,17 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
   bool at_once = status != 0;
   if (!status && !nsbox_serve_authorized (s, c, &token))
     {
-      status = 401;
-      snprintf (why, size, "missing or wrong bearer token");
-      nsbox_serve_count (s, &s->unauthorized);
+      /* A balancer's or a kubelet's probe holds no token: it is told
+       * whether the node takes work, and nothing more. */
+      if (strcmp (url, "/v1/health") == 0
+          && (strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0) && length == 0 && !te)
+        req->brief = true;
+      else
+        {
+          status = 401;
+          snprintf (why, size, "missing or wrong bearer token");
+          nsbox_serve_count (s, &s->unauthorized);
+        }
     }
   else if (!status && length > s->max_request_bytes)
     {
@@ -655,6 +675,14 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
     {
       if (start_upload (s, req))
         req->keep_body = true;
+      else if (route == ROUTE_SANDBOX_RUNS && s->draining)
+        {
+          /* A live sandbox cannot move: it ends with its node. */
+          status = 410;
+          snprintf (why, size,
+                    "node %s is draining: its live sandboxes end with it; open a new one",
+                    nsbox_serve_node ());
+        }
       else
         {
           status = 503;
@@ -663,7 +691,9 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
     }
   if (!status)
     return MHD_YES;
-  if (status == 410)
+  if (status == 410 && route == ROUTE_SANDBOX_RUNS && s->draining)
+    nsbox_serve_count (s, &s->rejected_draining);
+  else if (status == 410)
     nsbox_serve_count (s, &s->rejected_elsewhere);
   else if (status != 401 && status != 503)
     nsbox_serve_count (s, &s->bad_requests);
@@ -749,7 +779,7 @@ nsbox_serve_handle (void *cls, struct MHD_Connection *c, const char *url, const 
     case ROUTE_SANDBOX:
       return nsbox_serve_sandbox_request (s, c, req->sandbox_id, strcmp (method, "DELETE") == 0);
     case ROUTE_HEALTH:
-      return nsbox_serve_health (s, c);
+      return nsbox_serve_health (s, c, req->brief);
     case ROUTE_METRICS:
       return nsbox_serve_metrics (s, c);
     }

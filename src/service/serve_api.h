@@ -125,6 +125,7 @@ bool nsbox_serve_node_valid (const char *name) NSBOX_INTERNAL;
 void nsbox_serve_set_node (const char *name) NSBOX_INTERNAL;
 const char *nsbox_serve_node (void) NSBOX_INTERNAL;
 void nsbox_serve_add_node_headers (struct MHD_Response *r, unsigned status) NSBOX_INTERNAL;
+void nsbox_serve_set_closing (void) NSBOX_INTERNAL;
 
 /* Gives back a run slot nsbox_serve_admit took (serve_common.c). */
 void nsbox_serve_release_slot (struct nsbox_server *s) NSBOX_INTERNAL;
@@ -156,8 +157,11 @@ enum nsbox_serve_outcome nsbox_serve_outcome_of (const nsbox_result *res,
                                                  const struct nsbox_error *err) NSBOX_INTERNAL;
 void nsbox_serve_record (struct nsbox_server *s, size_t profile, enum nsbox_serve_outcome outcome,
                          bool warm, double seconds) NSBOX_INTERNAL;
-enum MHD_Result nsbox_serve_health (struct nsbox_server *s,
-                                    struct MHD_Connection *c) NSBOX_INTERNAL;
+/* GET /v1/health: 200 while the node takes work, else 503 and why
+ * (draining, or a pool that cannot start sandboxes); brief (a probe
+ * without the token) says only that. */
+enum MHD_Result nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c,
+                                    bool brief) NSBOX_INTERNAL;
 enum MHD_Result nsbox_serve_metrics (struct nsbox_server *s,
                                      struct MHD_Connection *c) NSBOX_INTERNAL;
 

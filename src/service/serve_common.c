@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,10 +45,22 @@ nsbox_serve_node (void)
   return node_name;
 }
 
+/* Set once the drain begins: every answer from then on closes its
+ * connection, so that no client (a balancer) sends on it again. */
+static atomic_bool closing;
+
+void
+nsbox_serve_set_closing (void)
+{
+  atomic_store (&closing, true);
+}
+
 void
 nsbox_serve_add_node_headers (struct MHD_Response *r, unsigned status)
 {
   nsbox_mhd.add_response_header (r, "X-Nsbox-Node", node_name);
+  if (atomic_load (&closing))
+    nsbox_mhd.add_response_header (r, "Connection", "close");
   /* Every 503 of nsbox is a refusal before anything of the request
    * started: another node may take it. */
   if (status == 503)

@@ -59,13 +59,17 @@ nsbox_serve_outcome_of (const nsbox_result *res, const struct nsbox_error *err)
 /* ---- GET /v1/health, GET /metrics ---- */
 
 enum MHD_Result
-nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c)
+nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c, bool brief)
 {
   json_t *profiles = json_object ();
+  char failing[320] = "";
   for (size_t i = 0; profiles && i < s->n_profiles; i++)
     {
       struct nsbox_pool_stats st;
       nsbox_pool_get_stats (s->profiles[i].pool, &st);
+      if (st.failing && !failing[0])
+        snprintf (failing, sizeof failing, "the pool of profile '%s' cannot start sandboxes: %s",
+                  s->profiles[i].name, st.failing_why);
       /* Its limits, for a client's own time bound on a run. */
       const nsbox_config *config = s->profiles[i].config;
       json_object_set_new (
@@ -79,15 +83,28 @@ nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c)
   bool draining = s->draining;
   json_int_t running = (json_int_t)s->running, queued = (json_int_t)s->queued;
   pthread_mutex_unlock (&s->lock);
-  json_t *o = json_pack ("{s:s,s:s,s:b,s:I,s:I,s:o}", "status", draining ? "draining" : "ok",
-                         "node", nsbox_serve_node (), "draining", draining, "running", running,
-                         "queued", queued, "profiles", profiles ? profiles : json_null ());
+  const char *status = draining ? "draining" : failing[0] ? "failing" : "ok";
+  bool ready = !draining && !failing[0];
+  json_t *o = json_pack ("{s:s,s:s,s:b}", "status", status, "node", nsbox_serve_node (), "draining",
+                         draining);
+  if (o && !ready)
+    json_object_set_new (o, "reason",
+                         json_string (draining ? "the node is draining (SIGTERM): it takes no "
+                                                 "new work"
+                                               : failing));
+  if (o && !brief)
+    {
+      json_object_set_new (o, "running", json_integer (running));
+      json_object_set_new (o, "queued", json_integer (queued));
+      json_object_set_new (o, "profiles", profiles ? json_incref (profiles) : json_null ());
+    }
+  json_decref (profiles);
   cleanup_free char *text = o ? json_dumps (o, JSON_COMPACT) : NULL;
   json_decref (o);
   if (!text)
     return MHD_NO;
-  return nsbox_serve_respond (c, draining ? 503 : 200, "application/json", text, strlen (text),
-                              draining ? 1 : 0);
+  return nsbox_serve_respond (c, ready ? 200 : 503, "application/json", text, strlen (text),
+                              ready ? 0 : 1);
 }
 
 struct text
