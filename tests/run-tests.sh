@@ -16,6 +16,9 @@
 #   7. tests/python/run.sh: the Python package (mypy --strict, pyflakes,
 #      pytest against the CLI and real nsbox serve servers), as the invoking
 #      user and as the test user.
+#   8. tests/fleet/run.sh: three nsbox serve nodes behind HAProxy with the
+#      shipped configuration, as the invoking user. Skipped when HAProxy is
+#      missing (a failure when NSBOX_TEST_MUST_WORK=1).
 # Exported to the test binaries: NSBOX_TEST_ROOTFS (tests/fixtures/rootfs.sh),
 # NSBOX_BIN (the nsbox binary, copied where the test user can run it if the
 # build directory is out of its reach) and, for pass 3, NSBOX_TEST_USER.
@@ -285,15 +288,16 @@ run_mcp_pass() { # SEQ LABEL [VAR=VALUE...]
 	fi
 }
 
-# The Python package (tests/python/run.sh): mypy and pyflakes, then
-# pytest, whose last line counts ("3 failed, 80 passed, 1 skipped in 9s").
-run_python_pass() { # SEQ LABEL [VAR=VALUE...]
-	local seq="$1" label="$2" out rc line passed=0 failed=0 errors=0 skipped=0 began=$SECONDS
-	shift 2
+# A pytest pass (tests/python/run.sh: mypy and pyflakes, then pytest;
+# tests/fleet/run.sh), whose last line counts ("3 failed, 80 passed, 1
+# skipped in 9s").
+run_pytest_pass() { # SEQ LABEL SCRIPT [VAR=VALUE...]
+	local seq="$1" label="$2" script="$3" out rc line passed=0 failed=0 errors=0 skipped=0 began=$SECONDS
+	shift 3
 	out="$(mktemp -p "$results")"
 	show_begin "$label"
 	set +e
-	env "$@" timeout --kill-after=30 "$pass_timeout" "$here/python/run.sh" 2>&1 | out_sink "$out"
+	env "$@" timeout --kill-after=30 "$pass_timeout" "$script" 2>&1 | out_sink "$out"
 	rc="${PIPESTATUS[0]}"
 	set -e
 	show_end "$label" "$out"
@@ -414,11 +418,12 @@ lane_runsc_self() {
 				NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin"
 		fi
 	fi
-	run_python_pass 13 "python (pytest) as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME
+	run_pytest_pass 13 "python (pytest) as $me" "$here/python/run.sh" -u NSBOX_TEST_USER \
+		-u NSBOX_TEST_RUNTIME
 	if [ -n "$user_why" ]; then
 		skip_pass 14 "python (pytest) as $user_label" "$user_why"
 	else
-		run_python_pass 14 "python (pytest) as $user_label" -u NSBOX_TEST_RUNTIME \
+		run_pytest_pass 14 "python (pytest) as $user_label" "$here/python/run.sh" -u NSBOX_TEST_RUNTIME \
 			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin"
 	fi
 	# rootfs-tools: $NSBOX_BUILD/tests/image (store, layers, offline inputs,
@@ -437,6 +442,18 @@ lane_runsc_self() {
 	fi
 }
 
+# The fleet (tests/fleet/run.sh, make check-fleet): three nsbox serve nodes
+# behind HAProxy, as the invoking user; skipped without HAProxy.
+fleet_pass() {
+	local haproxy="${NSBOX_HAPROXY:-/usr/sbin/haproxy}"
+	if [ ! -x "$haproxy" ]; then
+		skip_pass 15 "fleet (HAProxy, 3 nodes)" "HAProxy not installed (tests/fixtures/deps.sh)"
+	else
+		run_pytest_pass 15 "fleet (HAProxy, 3 nodes) as $me" "$here/fleet/run.sh" -u NSBOX_TEST_USER \
+			-u NSBOX_TEST_RUNTIME
+	fi
+}
+
 lane_native_then_runsc_user() {
 	run_pass 02 "integration as $me" -u NSBOX_TEST_USER -u NSBOX_TEST_RUNTIME -- "$integration"
 	if [ -n "$user_why" ]; then
@@ -445,6 +462,7 @@ lane_native_then_runsc_user() {
 		run_pass 04 "integration as $user_label" -u NSBOX_TEST_RUNTIME \
 			NSBOX_TEST_USER="$test_user" NSBOX_BIN="$user_bin" -- "$integration"
 	fi
+	fleet_pass
 	local why="${user_why:-$runsc_why}"
 	if [ -n "$why" ]; then
 		skip_pass 05 "integration under runsc as $user_label" "$why"
