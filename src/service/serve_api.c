@@ -652,10 +652,12 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
   bool at_once = status != 0;
   if (!status && !nsbox_serve_authorized (s, c, &token))
     {
-      /* A balancer's or a kubelet's probe holds no token: it is told
-       * whether the node takes work, and nothing more. */
+      /* A balancer's or a kubelet's probe holds no token (and sends
+       * none; a wrong one is a 401): it is told whether the node takes
+       * work, and nothing more. */
       if (strcmp (url, "/v1/health") == 0
-          && (strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0) && length == 0 && !te)
+          && (strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0) && length == 0 && !te
+          && !nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "Authorization"))
         req->brief = true;
       else
         {
