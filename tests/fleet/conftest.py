@@ -27,6 +27,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO / "src" / "python"))
 # The configuration under test (another one only to check that a test can fail).
 CONFIG = Path(os.environ.get("NSBOX_FLEET_HAPROXY_CFG", str(REPO / "policies" / "deploy" / "haproxy" / "nsbox.cfg")))
 NSBOX_BIN = os.environ.get("NSBOX_BIN", str(REPO / "build" / "nsbox"))

@@ -152,6 +152,35 @@ def test_a_session_quota_holds_fleet_wide(fleet: Fleet) -> None:
     assert QUOTA_PER_MINUTE <= admitted <= QUOTA_PER_MINUTE + refilled, (admitted, elapsed, statuses)
 
 
+def test_the_python_client_routes_a_session_to_one_node(fleet: Fleet) -> None:
+    """nsbox.Client names a run's session in the X-Nsbox-Session header
+    too, which HAProxy hashes on: the quota holds across the fleet."""
+    import nsbox
+
+    assert fleet.haproxy is not None
+    session = f"fleet-py-{secrets.token_hex(6)}"
+    outcomes: List[str] = []
+    lock = threading.Lock()
+
+    def client(_: int) -> None:
+        with nsbox.Client(f"http://{fleet.haproxy.address}", token=fleet.token) as c:  # type: ignore[union-attr]
+            for _ in range(10):
+                try:
+                    r = c.run("pass", profile="quota", session=session)
+                    outcome = "ok" if r.ok else f"failed {r.exit_code}"
+                except nsbox.QuotaExceeded:
+                    outcome = "quota"
+                with lock:
+                    outcomes.append(outcome)
+
+    began = time.monotonic()
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(client, range(4)))
+    refilled = int((time.monotonic() - began) / (60 / QUOTA_PER_MINUTE))
+    assert len(outcomes) == 40 and set(outcomes) <= {"ok", "quota"}, outcomes
+    assert QUOTA_PER_MINUTE <= outcomes.count("ok") <= QUOTA_PER_MINUTE + refilled, outcomes
+
+
 def open_on(fleet: Fleet, node: str) -> Tuple[str, List[str]]:
     """A live sandbox on that node (opened through HAProxy until one lands
     there); the others opened on the way are returned to be deleted."""

@@ -27,6 +27,7 @@ from ._http import (
     result_of,
     run_body,
     sandbox_body,
+    session_of,
     stream_line,
     tls_context,
     why,
@@ -207,6 +208,9 @@ class _AsyncTransport:
             lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
         if self._token is not None:
             lines.append(f"Authorization: Bearer {self._token}")
+        session = session_of(body)
+        if session is not None:
+            lines.append(f"X-Nsbox-Session: {session}")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     async def _exchange(self, conn: _Conn, method: str, path: str, body: Optional[bytes]) -> Tuple[Answer, bool]:

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import math
 import os
+import re
 import select
 import socket
 import ssl
@@ -133,17 +134,42 @@ def json_value(v: Any) -> Any:
     raise UsageError(f"{v!r}: a value must be a string, a number or a boolean")
 
 
-def run_body(code: str, keys: Mapping[str, Any]) -> bytes:
+class Body(bytes):
+    """A request's JSON body, and the session it names: sent as the
+    X-Nsbox-Session header too, which a fleet's balancer routes on (so
+    that one session's quota is counted on one node)."""
+
+    session: Optional[str] = None
+
+
+_SESSION = re.compile(r"[A-Za-z0-9._:@+=/-]{1,128}")
+
+
+def _body(body: Dict[str, Any]) -> Body:
+    b = Body(json.dumps(body).encode())
+    s = body.get("session")
+    # Only a well-formed one goes into a header; the server refuses any
+    # other from the body, with its own message.
+    if isinstance(s, str) and _SESSION.fullmatch(s):
+        b.session = s
+    return b
+
+
+def session_of(body: Optional[bytes]) -> Optional[str]:
+    return body.session if isinstance(body, Body) else None
+
+
+def run_body(code: str, keys: Mapping[str, Any]) -> Body:
     if not isinstance(code, str):
         raise UsageError("code must be a str")
     body: Dict[str, Any] = {"code": code}
     for k, v in keys.items():
         if v is not None:
             body[k.replace("_", "-")] = json_value(v)
-    return json.dumps(body).encode()
+    return _body(body)
 
 
-def sandbox_body(profile: Optional[str], session: Optional[str], keys: Mapping[str, Any]) -> bytes:
+def sandbox_body(profile: Optional[str], session: Optional[str], keys: Mapping[str, Any]) -> Body:
     body: Dict[str, Any] = {}
     if profile is not None:
         body["profile"] = profile
@@ -154,7 +180,7 @@ def sandbox_body(profile: Optional[str], session: Optional[str], keys: Mapping[s
             continue
         name = k if k.startswith("sandbox_") else "sandbox_" + k
         body[name.replace("_", "-")] = json_value(v)
-    return json.dumps(body).encode()
+    return _body(body)
 
 
 # Locally, with no timeout known: nsbox's longest timeout (a day).
@@ -531,6 +557,9 @@ class HttpTransport:
             h["Content-Length"] = str(len(body))
         if self._token is not None:
             h["Authorization"] = f"Bearer {self._token}"
+        session = session_of(body)
+        if session is not None:
+            h["X-Nsbox-Session"] = session
         return h
 
     def _send(
