@@ -350,7 +350,15 @@ run_on_server (const struct cli *cli, const char *code, size_t len)
   char why[512];
   /* Plain output streams: printed as the program writes it. */
   bool stream = !cli->json && !cli->text;
-  if (nsbox_client_stream_run (cli_extra (cli, OPT_SERVER), token, body, strlen (body),
+  /* The session in a header too, where a well-formed one (the server
+   * refuses any other from the body). */
+  const char *session = NULL;
+  for (size_t i = 0; i < cli->nsettings; i++)
+    if (strcmp (cli->settings[i].key, "session") == 0)
+      session = cli->settings[i].value;
+  if (session && !nsbox_session_valid (session))
+    session = NULL;
+  if (nsbox_client_stream_run (cli_extra (cli, OPT_SERVER), token, session, body, strlen (body),
                                stream ? print_line : NULL, NULL, &status, &answer, &answer_len, why,
                                sizeof why)
       < 0)

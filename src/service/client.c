@@ -80,15 +80,8 @@ collect (char *data, size_t size, size_t n, void *arg)
 }
 
 int
-nsbox_client_post_run (const char *server, const char *token, const char *body, size_t body_len,
-                       long *status, char **out, size_t *out_len, char *why, size_t size)
-{
-  return nsbox_client_stream_run (server, token, body, body_len, NULL, NULL, status, out, out_len,
-                                  why, size);
-}
-
-int
-nsbox_client_stream_run (const char *server, const char *token, const char *body, size_t body_len,
+nsbox_client_stream_run (const char *server, const char *token, const char *session,
+                         const char *body, size_t body_len,
                          void (*on_line) (void *data, const char *line, size_t len), void *data,
                          long *status, char **out, size_t *out_len, char *why, size_t size)
 {
@@ -128,6 +121,10 @@ nsbox_client_stream_run (const char *server, const char *token, const char *body
   cleanup_free char *auth = token ? xasprintf ("Authorization: Bearer %s", token) : NULL;
   if (auth)
     headers = curl.slist_append (headers, auth);
+  /* A fleet's balancer routes on it (the body says the same). */
+  cleanup_free char *session_header = session ? xasprintf ("X-Nsbox-Session: %s", session) : NULL;
+  if (session_header)
+    headers = curl.slist_append (headers, session_header);
   /* No "Expect: 100-continue" round trip before the body. */
   headers = curl.slist_append (headers, "Expect:");
   if (on_line)

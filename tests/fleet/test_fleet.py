@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Tuple
 
 from conftest import (
-    HEALTH_INTERVAL_S, NODES, QUOTA_PER_MINUTE, ROOTFS, Answer, Fleet, Http, Node, alive, descendants, scaled, wait_until,
+    HEALTH_INTERVAL_S, NODES, NSBOX_BIN, QUOTA_PER_MINUTE, ROOTFS, Answer, Fleet, Http, Node, alive, descendants, scaled, wait_until,
 )
 
 
@@ -179,6 +179,30 @@ def test_the_python_client_routes_a_session_to_one_node(fleet: Fleet) -> None:
     refilled = int((time.monotonic() - began) / (60 / QUOTA_PER_MINUTE))
     assert len(outcomes) == 40 and set(outcomes) <= {"ok", "quota"}, outcomes
     assert QUOTA_PER_MINUTE <= outcomes.count("ok") <= QUOTA_PER_MINUTE + refilled, outcomes
+
+
+def test_nsbox_run_routes_a_session_to_one_node(fleet: Fleet) -> None:
+    """`nsbox run --server` sends --session as X-Nsbox-Session too."""
+    assert fleet.haproxy is not None
+    session = f"fleet-cli-{secrets.token_hex(6)}"
+    argv = [NSBOX_BIN, "run", "--server", f"http://{fleet.haproxy.address}", "--token-file",
+            fleet.nodes["nsbox-0"].token_file, "--profile", "quota", "--session", session]
+    codes: List[int] = []
+    lock = threading.Lock()
+
+    def client(_: int) -> None:
+        for _ in range(10):
+            p = subprocess.run(argv, input=b"pass\n", capture_output=True, timeout=scaled(60))
+            with lock:
+                codes.append(p.returncode)
+
+    began = time.monotonic()
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(client, range(4)))
+    refilled = int((time.monotonic() - began) / (60 / QUOTA_PER_MINUTE))
+    # 0: ran; 75: refused by the quota (nsbox(1)).
+    assert len(codes) == 40 and set(codes) <= {0, 75}, codes
+    assert QUOTA_PER_MINUTE <= codes.count(0) <= QUOTA_PER_MINUTE + refilled, (codes, refilled)
 
 
 def open_on(fleet: Fleet, node: str) -> Tuple[str, List[str]]:
