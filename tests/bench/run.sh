@@ -24,7 +24,8 @@
 # tests/bench/runsc.sh: the runtime runsc rows; then tests/bench/pool.c:
 # the warm pool's rows; tests/bench/audit.c: an audit record's cost;
 # tests/bench/egress.sh: the egress proxy's latency and throughput;
-# tests/bench/python.py: the Python package's overhead; then
+# tests/bench/python.py: the Python package's overhead; tests/bench/fleet.py:
+# three nodes behind HAProxy against one; then
 # tests/mcp/bench.mjs: an MCP tools/call round
 # trip to nsbox mcp against a cold chroot python (needs node).
 set -euo pipefail
@@ -358,6 +359,11 @@ NSBOX_BIN="$nsbox" NSBOX_TEST_ROOTFS="$rootfs" "$here/egress.sh" || status=$?
 # itself, interleaved.
 echo
 /usr/bin/python3 "$here/python.py" "$nsbox" "$rootfs" "$n" || status=$?
+
+# A fleet (tests/bench/fleet.py): HAProxy's added latency, and three nodes
+# behind it against one alone (on this machine's cores: overhead, not scale).
+echo
+/usr/bin/python3 "$here/fleet.py" "$nsbox" "$rootfs" "$n" || status=$?
 
 # nsbox mcp (tests/mcp/bench.mjs): tools/call print(1) through the MCP SDK
 # client, pool warm, against a cold chroot python, interleaved.

@@ -7,48 +7,16 @@
 #     its "# expect:" line names (so that the validator can fail);
 #   - policies/deploy/haproxy/nsbox.cfg by `haproxy -c` (example addresses),
 #     when HAProxy is installed (the fleet pass runs it for real).
-# The node_modules tree is cached outside the repository, keyed by the lock
-# file's hash, as tests/mcp/run.sh does:
-#   ${NSBOX_FIXTURE_CACHE:-/var/cache/nsbox-fixtures}/npm-deploy-<hash> (root)
-#   ${XDG_CACHE_HOME:-$HOME/.cache}/nsbox-fixtures/npm-deploy-<hash> (others)
+# The node_modules tree is cached outside the repository by
+# tests/fixtures/npm-tree.sh (npm-deploy-<hash>).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 repo="$(cd "$here/../.." && pwd -P)"
 log() { printf 'deploy: %s\n' "$*" >&2; }
 
-for tool in node npm; do
-	command -v "$tool" >/dev/null 2>&1 || {
-		log "$tool not found (tests/fixtures/deps.sh installs it)"
-		exit 2
-	}
-done
-if [ "$(id -u)" -eq 0 ]; then
-	cache="${NSBOX_FIXTURE_CACHE:-/var/cache/nsbox-fixtures}"
-else
-	cache="${NSBOX_FIXTURE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nsbox-fixtures}"
-fi
-hash="$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -c1-16)"
-dir="$cache/npm-deploy-$hash"
-if [ ! -d "$dir/node_modules" ]; then
-	mkdir -p "$cache"
-	exec 9>"$cache/npm-deploy.lock"
-	flock 9
-	if [ ! -d "$dir/node_modules" ]; then
-		log "installing the validator's packages (npm ci) into $dir"
-		tmp="$(mktemp -d "$cache/npm-deploy-tmp.XXXXXX")"
-		cp "$here/package.json" "$here/package-lock.json" "$tmp/"
-		if ! (cd "$tmp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
-			--cache "$cache/npm-deploy-cache" >&2); then
-			rm -rf "$tmp"
-			log "npm ci failed"
-			exit 1
-		fi
-		chmod -R a+rX "$tmp"
-		mv "$tmp" "$dir"
-	fi
-	exec 9>&-
-fi
+modules="$("$here/../fixtures/npm-tree.sh" deploy "$here")" || exit $?
+dir="$(dirname "$modules")"
 # The script runs from the cache, beside its node_modules.
 cp "$here/validate.mjs" "$dir/validate.mjs"
 

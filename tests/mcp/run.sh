@@ -3,11 +3,7 @@
 # installs the official MCP SDK client pinned by package-lock.json outside
 # the repository, then runs mcp.test.mjs with `node --test` (TAP on stdout).
 #
-# The node_modules tree is cached, keyed by the lock file's hash, built by
-# `npm ci` (its own npm cache beside it) in a temp dir renamed when complete,
-# under a lock:
-#   root:     ${NSBOX_FIXTURE_CACHE:-/var/cache/nsbox-fixtures}/npm-mcp-<hash>
-#   non-root: ${NSBOX_FIXTURE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nsbox-fixtures}/npm-mcp-<hash>
+# The node_modules tree is cached by tests/fixtures/npm-tree.sh (npm-mcp-<hash>),
 # readable by every user, as the test also runs as the unprivileged test user.
 #
 # Environment: NSBOX_BIN, NSBOX_TEST_ROOTFS (as for the other suites),
@@ -19,41 +15,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 log() { printf 'mcp: %s\n' "$*" >&2; }
 
-for tool in node npm; do
-	command -v "$tool" >/dev/null 2>&1 || {
-		log "$tool not found (tests/fixtures/deps.sh installs it)"
-		exit 2
-	}
-done
-
-if [ "$(id -u)" -eq 0 ]; then
-	cache="${NSBOX_FIXTURE_CACHE:-/var/cache/nsbox-fixtures}"
-else
-	cache="${NSBOX_FIXTURE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nsbox-fixtures}"
-fi
-hash="$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -c1-16)"
-dir="$cache/npm-mcp-$hash"
-
-if [ ! -d "$dir/node_modules" ]; then
-	mkdir -p "$cache"
-	chmod 755 "$cache"
-	exec 9>"$cache/npm-mcp.lock"
-	flock 9
-	if [ ! -d "$dir/node_modules" ]; then
-		log "installing the MCP SDK (npm ci) into $dir"
-		tmp="$(mktemp -d "$cache/npm-mcp-tmp.XXXXXX")"
-		cp "$here/package.json" "$here/package-lock.json" "$tmp/"
-		if ! (cd "$tmp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
-			--cache "$cache/npm-mcp-cache" >&2); then
-			rm -rf "$tmp"
-			log "npm ci failed"
-			exit 1
-		fi
-		chmod -R a+rX "$tmp"
-		mv "$tmp" "$dir"
-	fi
-	exec 9>&-
-fi
+modules="$("$here/../fixtures/npm-tree.sh" mcp "$here")" || exit $?
+dir="$(dirname "$modules")"
 
 if [ "${1:-}" = "--install-only" ]; then
 	printf '%s\n' "$dir/node_modules"
