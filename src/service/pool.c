@@ -81,6 +81,9 @@ struct shelf
   /* Back-off after a failed start, doubling up to the maximum: each
    * shelf's own (a driver that cannot start must not slow single runs). */
   uint64_t backoff_until_ms, backoff_ms;
+  /* Its last start failed, and why (nsbox serve's health check). */
+  bool failing;
+  char failing_why[192];
 };
 
 enum
@@ -372,8 +375,8 @@ refill_main (void *arg)
           if (r < 0 || !e)
             {
               p->stats.start_failures++;
-              p->stats.failing = true;
-              snprintf (p->stats.failing_why, sizeof p->stats.failing_why, "%s",
+              sh->failing = true;
+              snprintf (sh->failing_why, sizeof sh->failing_why, "%s",
                         why ? nsbox_error_message (why) : "unknown error");
               sh->backoff_ms = sh->backoff_ms ? sh->backoff_ms * 2 : BACKOFF_MIN_MS;
               if (sh->backoff_ms > BACKOFF_MAX_MS)
@@ -383,7 +386,7 @@ refill_main (void *arg)
               continue;
             }
           sh->backoff_ms = 0;
-          p->stats.failing = false;
+          sh->failing = false;
           e->generation = generation;
           if (generation != p->generation || p->stopping)
             {
@@ -776,6 +779,14 @@ nsbox_pool_get_stats (nsbox_pool *p, struct nsbox_pool_stats *stats)
   stats->size = p->options.size;
   stats->sandboxes_ready = p->shelves[SHELF_LIVE].n_ready;
   stats->sandboxes_size = p->shelves[SHELF_LIVE].size;
+  stats->failing = false;
+  for (size_t i = 0; i < SHELF_COUNT_ && !stats->failing; i++)
+    if (p->shelves[i].failing)
+      {
+        stats->failing = true;
+        snprintf (stats->failing_why, sizeof stats->failing_why, "%s%s",
+                  i == SHELF_LIVE ? "live sandboxes: " : "", p->shelves[i].failing_why);
+      }
   pthread_mutex_unlock (&p->lock);
 }
 

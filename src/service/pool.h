@@ -20,8 +20,8 @@ struct nsbox_pool_stats
   uint64_t sandboxes_warm;                /* live sandboxes taken from the pool */
   size_t ready, starting, size;           /* now: entries for single runs */
   size_t sandboxes_ready, sandboxes_size; /* now: entries for live sandboxes */
-  bool failing;                           /* the last start failed, failing_why says why */
-  char failing_why[192];
+  bool failing;                           /* a shelf's last start failed, failing_why says why */
+  char failing_why[224];                  /* a shelf's reason, after what the shelf is */
 };
 
 void nsbox_pool_get_stats (nsbox_pool *pool, struct nsbox_pool_stats *stats) NSBOX_INTERNAL;

@@ -62,7 +62,7 @@ enum MHD_Result
 nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c, bool brief)
 {
   json_t *profiles = json_object ();
-  char failing[320] = "";
+  char failing[384] = "";
   for (size_t i = 0; profiles && i < s->n_profiles; i++)
     {
       struct nsbox_pool_stats st;
@@ -87,10 +87,12 @@ nsbox_serve_health (struct nsbox_server *s, struct MHD_Connection *c, bool brief
   bool ready = !draining && !failing[0];
   json_t *o = json_pack ("{s:s,s:s,s:b}", "status", status, "node", nsbox_serve_node (), "draining",
                          draining);
+  /* A probe without the token is not told what failed (paths, errors). */
   if (o && !ready)
     json_object_set_new (o, "reason",
                          json_string (draining ? "the node is draining (SIGTERM): it takes no "
                                                  "new work"
+                                      : brief  ? "a pool cannot start sandboxes"
                                                : failing));
   if (o && !brief)
     {
