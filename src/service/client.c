@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "dl.h"
 
 /* An answer larger than this is refused: two streams at the largest
@@ -122,7 +123,9 @@ nsbox_client_stream_run (const char *server, const char *token, const char *sess
   if (auth)
     headers = curl.slist_append (headers, auth);
   /* A fleet's balancer routes on it (the body says the same). */
-  cleanup_free char *session_header = session ? xasprintf ("X-Nsbox-Session: %s", session) : NULL;
+  cleanup_free char *session_header = session && nsbox_session_valid (session)
+                                          ? xasprintf ("X-Nsbox-Session: %s", session)
+                                          : NULL;
   if (session_header)
     headers = curl.slist_append (headers, session_header);
   /* No "Expect: 100-continue" round trip before the body. */

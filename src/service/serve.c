@@ -380,6 +380,13 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
                             .max_queue = o->max_queue,
                             .max_request_bytes = o->max_request_bytes };
   memcpy (s.profiles, profiles, n_profiles * sizeof *profiles);
+  /* It goes into every answer, raw: only a DNS label. */
+  if (o->node_name && !nsbox_serve_node_valid (o->node_name))
+    {
+      free_profiles (profiles, n_profiles);
+      fail ("invalid node name '%s': expected a DNS label", o->node_name);
+      return 125;
+    }
   nsbox_serve_set_node (o->node_name ? o->node_name : "nsbox");
   pthread_mutex_init (&s.lock, NULL);
   pthread_cond_init (&s.slot_free, NULL);

@@ -693,8 +693,9 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
     }
   if (!status)
     return MHD_YES;
+  /* A draining node's refusals were counted by start_upload. */
   if (status == 410 && route == ROUTE_SANDBOX_RUNS && s->draining)
-    nsbox_serve_count (s, &s->rejected_draining);
+    ;
   else if (status == 410)
     nsbox_serve_count (s, &s->rejected_elsewhere);
   else if (status != 401 && status != 503)

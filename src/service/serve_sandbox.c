@@ -249,10 +249,13 @@ wall_time (uint64_t in_ms)
   return json_string (text);
 }
 
-/* The body's keys into options and *profile; 0, or 400 with why. */
+/* The body's keys into options and *profile, the X-Nsbox-Session header
+ * (or NULL) as its session when the body names none, and one that differs
+ * from the body's refused (a fleet's balancer routes on the header); 0, or
+ * 400 with why. */
 static unsigned
-parse_open (struct nsbox_server *s, const char *body, size_t len, nsbox_sandbox_options *options,
-            size_t *profile, char *why, size_t size)
+parse_open (struct nsbox_server *s, const char *body, size_t len, const char *header_session,
+            nsbox_sandbox_options *options, size_t *profile, char *why, size_t size)
 {
   json_error_t jerr;
   json_t *root = len ? json_loadb (body, len, JSON_REJECT_DUPLICATES, &jerr) : json_object ();
@@ -284,6 +287,14 @@ parse_open (struct nsbox_server *s, const char *body, size_t len, nsbox_sandbox_
           status = 400;
           break;
         }
+      if (strcmp (key, "session") == 0 && header_session && strcmp (v, header_session) != 0)
+        {
+          snprintf (why, size,
+                    "the body's \"session\" and the X-Nsbox-Session header differ: "
+                    "give one, or the same in both");
+          status = 400;
+          break;
+        }
       if (strcmp (key, "profile") == 0)
         {
           size_t i = 0;
@@ -307,8 +318,17 @@ parse_open (struct nsbox_server *s, const char *body, size_t len, nsbox_sandbox_
           break;
         }
     }
+  bool body_session = root && json_object_get (root, "session");
   json_decref (root);
   struct nsbox_error *err = NULL;
+  if (!status && header_session && !body_session
+      && nsbox_sandbox_options_set (options, "session", header_session, &err) < 0)
+    {
+      snprintf (why, size, "header X-Nsbox-Session: %s", nsbox_error_message (err));
+      nsbox_error_free (err);
+      err = NULL;
+      status = 400;
+    }
   if (!status && nsbox_sandbox_options_within (options, s->profiles[*profile].config, &err) < 0)
     {
       snprintf (why, size, "%s", nsbox_error_message (err));
@@ -350,7 +370,9 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
     }
   nsbox_sandbox_options_set_node (options, nsbox_serve_node ());
   size_t profile = 0;
-  unsigned status = parse_open (s, body, len, options, &profile, why, sizeof why);
+  unsigned status = parse_open (
+      s, body, len, nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "X-Nsbox-Session"),
+      options, &profile, why, sizeof why);
   if (status)
     {
       nsbox_sandbox_options_free (options);

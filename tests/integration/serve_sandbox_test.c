@@ -582,6 +582,18 @@ Test (serve_sandbox, limits_and_bad_requests_get_clear_answers, .timeout = 180)
   cr_assert (chmod (s.dir, 0700) == 0);
   cr_assert_eq (call (&s, NULL, "GET", "/v1/sandboxes/0123", NULL, &answer), 404);
   free (answer);
+  /* A fleet's balancer routes on the session header: a body that names
+   * another session is refused, for an open as for a run. */
+  cr_assert_eq (
+      call (&s, "X-Nsbox-Session: one", "POST", "/v1/sandboxes", "{\"session\": \"two\"}", &answer),
+      400);
+  cr_assert (strstr (answer, "X-Nsbox-Session header differ"), "%s", answer);
+  free (answer);
+  cr_assert_eq (call (&s, "X-Nsbox-Session: one", "POST", "/v1/runs",
+                      "{\"code\": \"1\", \"session\": \"two\"}", &answer),
+                400);
+  cr_assert (strstr (answer, "X-Nsbox-Session header differ"), "%s", answer);
+  free (answer);
   /* Another node's sandbox is never here: 410, saying where it was. */
   cr_assert_eq (call (&s, NULL, "GET", "/v1/sandboxes/elsewhere-1.0123456789abcdef0123456789abcdef",
                       NULL, &answer),
