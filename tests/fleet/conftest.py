@@ -190,7 +190,7 @@ class Node:
         argv = [
             NSBOX_BIN, "serve", "--listen", f"tcp:{self.address}", "--token-file", self.token_file,
             "--node-name", self.name, "--rootfs", self.rootfs, "--max-concurrent", "2", "--max-queue", "64",
-            "--pool-size", "2", "--timeout", "30s", "--drain-grace", "3s", "--profile", f"quota={self.quota_profile()}",
+            "--pool-size", "2", "--timeout", "30s", "--drain-grace", "3s", "--max-connections-per-peer", "256", "--profile", f"quota={self.quota_profile()}",
         ]
         with log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
@@ -286,8 +286,9 @@ class Haproxy:
                 out += chunk
         return out.decode()
 
-    def state(self, node: str) -> str:
-        """HAProxy's view of a node in the `runs` backend (UP, DOWN, ...)."""
+    def state(self, node: str, backend: str = "runs") -> str:
+        """HAProxy's view of a node in a backend (UP, DOWN, ...): `runs`,
+        or `node-NAME`, its live sandboxes' own."""
         if self.proc.poll() is not None:
             raise RuntimeError(f"HAProxy exited {self.proc.returncode}")
         try:
@@ -296,7 +297,7 @@ class Haproxy:
             return "?"
         for line in csv.splitlines():
             f = line.split(",")
-            if len(f) > 17 and f[0] == "runs" and f[1] == node:
+            if len(f) > 17 and f[0] == backend and f[1] == node:
                 return f[17].split(" ")[0]
         return "?"
 
@@ -331,6 +332,11 @@ class Fleet:
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     f = Fleet(tmp_path_factory.mktemp("fleet"))
+    # nsbox-0's rootfs is a copy by hard links, which a test breaks (its
+    # python renamed) and mends, leaving the shared one alone.
+    breakable = f.directory / "rootfs-nsbox-0"
+    subprocess.run(["cp", "-al", ROOTFS, str(breakable)], check=True)
+    f.nodes["nsbox-0"].rootfs = str(breakable)
     try:
         for n in f.nodes.values():
             n.start()

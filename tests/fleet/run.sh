@@ -19,7 +19,8 @@ fi
 export PYTHONDONTWRITEBYTECODE=1
 cd "$repo"
 "$py" -m pyflakes tests/fleet
-"$haproxy" -v | head -n1
+version="$("$haproxy" -v)"
+printf '%s\n' "${version%%$'\n'*}"
 scratch="$(mktemp -d)"
 trap 'rm -rf -- "$scratch"' EXIT
 status=0
