@@ -483,8 +483,10 @@ Test (serve, a_client_that_hangs_up_gets_its_sandbox_killed, .timeout = 120)
   struct run_out out;
   run_cli_wait (&job, code, strlen (code), &out);
   run_out_free (&out);
+  /* Well before the run's own timeout (30 s scaled), which would kill it
+   * too: 5 s was once not enough under ASan with both lanes busy. */
   bool gone = false;
-  for (double w = 0; !gone && w < harness_scaled (5); w += 0.02)
+  for (double w = 0; !gone && w < harness_scaled (15); w += 0.02)
     {
       gone = process_gone (entry[0]);
       if (!gone)
