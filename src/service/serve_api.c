@@ -319,21 +319,16 @@ serve_run (struct nsbox_server *s, struct MHD_Connection *c, struct request *req
       return nsbox_serve_respond_error (c, 400, "%s", msg);
     }
   /* The session: the body's "session", else the X-Nsbox-Session header. */
-  const char *session = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "X-Nsbox-Session");
+  const char *session = NULL;
   struct nsbox_error *session_err = NULL;
-  /* A fleet's balancer routes on the header: the body may not say another. */
-  const char *in_body = json_string_value (json_object_get (root, "session"));
-  if (session && in_body && strcmp (session, in_body) != 0)
+  if (nsbox_serve_session_header (c, root, &session, msg, sizeof msg) != 0)
     {
       json_decref (root);
       nsbox_run_options_free (rr.options);
       nsbox_serve_count (s, &s->bad_requests);
-      return nsbox_serve_respond_error (c, 400, "%s",
-                                        "the body's \"session\" and the X-Nsbox-Session header "
-                                        "differ: give one, or the same in both");
+      return nsbox_serve_respond_error (c, 400, "%s", msg);
     }
-  if (session && !json_object_get (root, "session")
-      && nsbox_run_options_set (rr.options, "session", session, &session_err) < 0)
+  if (session && nsbox_run_options_set (rr.options, "session", session, &session_err) < 0)
     {
       json_decref (root);
       nsbox_run_options_free (rr.options);

@@ -127,6 +127,14 @@ const char *nsbox_serve_node (void) NSBOX_INTERNAL;
 void nsbox_serve_add_node_headers (struct MHD_Response *r, unsigned status) NSBOX_INTERNAL;
 void nsbox_serve_set_closing (void) NSBOX_INTERNAL;
 
+/* serve_common.c: a run's or an open's X-Nsbox-Session header against the
+ * body's "session" (a fleet's balancer routes on the header, so the body
+ * may not name another): 0, with in *apply the header's session when the
+ * body names none (else NULL); 400 with why when the two differ. */
+struct json_t;
+unsigned nsbox_serve_session_header (struct MHD_Connection *c, const struct json_t *root,
+                                     const char **apply, char *why, size_t size) NSBOX_INTERNAL;
+
 /* Gives back a run slot nsbox_serve_admit took (serve_common.c). */
 void nsbox_serve_release_slot (struct nsbox_server *s) NSBOX_INTERNAL;
 

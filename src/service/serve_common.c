@@ -67,6 +67,35 @@ nsbox_serve_add_node_headers (struct MHD_Response *r, unsigned status)
     nsbox_mhd.add_response_header (r, "X-Nsbox-Retryable", "true");
 }
 
+/* ---- the session header ---- */
+
+unsigned
+nsbox_serve_session_header (struct MHD_Connection *c, const struct json_t *root, const char **apply,
+                            char *why, size_t size)
+{
+  const char *header = nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "X-Nsbox-Session");
+  const json_t *v = json_object_get (root, "session");
+  *apply = v ? NULL : header;
+  if (!header || !v)
+    return 0;
+  /* As the body's keys are read: a string, or an integer's digits. */
+  char text[32];
+  const char *in_body = json_string_value (v);
+  if (in_body && strlen (in_body) != json_string_length (v))
+    in_body = NULL;
+  if (!in_body && json_is_integer (v))
+    {
+      snprintf (text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value (v));
+      in_body = text;
+    }
+  if (in_body && strcmp (in_body, header) == 0)
+    return 0;
+  snprintf (why, size,
+            "the body's \"session\" and the X-Nsbox-Session header differ: give one, "
+            "or the same in both");
+  return 400;
+}
+
 /* ---- responses ---- */
 
 static enum MHD_Result

@@ -249,12 +249,11 @@ wall_time (uint64_t in_ms)
   return json_string (text);
 }
 
-/* The body's keys into options and *profile, the X-Nsbox-Session header
- * (or NULL) as its session when the body names none, and one that differs
- * from the body's refused (a fleet's balancer routes on the header); 0, or
- * 400 with why. */
+/* The body's keys into options and *profile, and the X-Nsbox-Session
+ * header as its session when the body names none (one that differs from
+ * the body's is refused: nsbox_serve_session_header); 0, or 400 with why. */
 static unsigned
-parse_open (struct nsbox_server *s, const char *body, size_t len, const char *header_session,
+parse_open (struct nsbox_server *s, struct MHD_Connection *c, const char *body, size_t len,
             nsbox_sandbox_options *options, size_t *profile, char *why, size_t size)
 {
   json_error_t jerr;
@@ -267,6 +266,9 @@ parse_open (struct nsbox_server *s, const char *body, size_t len, const char *he
     snprintf (why, size, "the request must be a JSON object");
   else
     status = 0;
+  const char *header_session = NULL;
+  if (!status)
+    status = nsbox_serve_session_header (c, root, &header_session, why, size);
   const char *key;
   json_t *value;
   if (!status)
@@ -284,14 +286,6 @@ parse_open (struct nsbox_server *s, const char *body, size_t len, const char *he
       if (!v)
         {
           snprintf (why, size, "key '%.64s': expected a string or an integer", key);
-          status = 400;
-          break;
-        }
-      if (strcmp (key, "session") == 0 && header_session && strcmp (v, header_session) != 0)
-        {
-          snprintf (why, size,
-                    "the body's \"session\" and the X-Nsbox-Session header differ: "
-                    "give one, or the same in both");
           status = 400;
           break;
         }
@@ -318,10 +312,9 @@ parse_open (struct nsbox_server *s, const char *body, size_t len, const char *he
           break;
         }
     }
-  bool body_session = root && json_object_get (root, "session");
   json_decref (root);
   struct nsbox_error *err = NULL;
-  if (!status && header_session && !body_session
+  if (!status && header_session
       && nsbox_sandbox_options_set (options, "session", header_session, &err) < 0)
     {
       snprintf (why, size, "header X-Nsbox-Session: %s", nsbox_error_message (err));
@@ -370,9 +363,7 @@ nsbox_serve_sandbox_open (struct nsbox_server *s, struct MHD_Connection *c, cons
     }
   nsbox_sandbox_options_set_node (options, nsbox_serve_node ());
   size_t profile = 0;
-  unsigned status = parse_open (
-      s, body, len, nsbox_mhd.lookup_connection_value (c, MHD_HEADER_KIND, "X-Nsbox-Session"),
-      options, &profile, why, sizeof why);
+  unsigned status = parse_open (s, c, body, len, options, &profile, why, sizeof why);
   if (status)
     {
       nsbox_sandbox_options_free (options);
