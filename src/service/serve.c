@@ -484,12 +484,11 @@ nsbox_serve (struct nsbox_serve_profile *profiles, size_t n_profiles,
   s.draining = true;
   nsbox_serve_set_closing ();
   pthread_cond_broadcast (&s.slot_free);
-  while (s.running > 0 || s.queued > 0)
-    pthread_cond_wait (&s.idle, &s.lock);
   /* --drain-grace: a balancer keeps sending on the connections it holds
    * until its health check sees the node gone; each such request is
    * answered (503, Connection: close) instead of meeting a closed
-   * connection, which it could not tell from a run that died. */
+   * connection, which it could not tell from a run that died. Runs in
+   * flight go on meanwhile; they are waited for below. */
   pthread_mutex_unlock (&s.lock);
   for (uint64_t now; (now = nsbox_now_ms ()) < grace_until;)
     {

@@ -667,7 +667,11 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
       snprintf (why, size, "the request body exceeds %" PRIu64 " bytes", s->max_request_bytes);
     }
   if (!status)
-    status = route_of (url, method, &route, &req->allow, why, size, req->sandbox_id);
+    {
+      status = route_of (url, method, &route, &req->allow, why, size, req->sandbox_id);
+      if (status == 410) /* another node's sandbox */
+        nsbox_serve_count (s, &s->rejected_elsewhere);
+    }
   if (!status && (route == ROUTE_RUNS || route == ROUTE_SANDBOXES || route == ROUTE_SANDBOX_RUNS))
     {
       if (start_upload (s, req))
@@ -688,12 +692,9 @@ first_call (struct nsbox_server *s, struct MHD_Connection *c, const char *url, c
     }
   if (!status)
     return MHD_YES;
-  /* A draining node's refusals were counted by start_upload. */
-  if (status == 410 && route == ROUTE_SANDBOX_RUNS && s->draining)
-    ;
-  else if (status == 410)
-    nsbox_serve_count (s, &s->rejected_elsewhere);
-  else if (status != 401 && status != 503)
+  /* 410s were counted where they were decided (another node's sandbox
+   * above, a draining node's by start_upload). */
+  if (status != 401 && status != 503 && status != 410)
     nsbox_serve_count (s, &s->bad_requests);
   if (at_once || te || length > DRAIN_BYTES || (expect && strcasecmp (expect, "100-continue") == 0))
     return nsbox_serve_respond_message (c, status, why, req->allow);
