@@ -332,11 +332,14 @@ run_on_server (const struct cli *cli, const char *code, size_t len)
     return cli_fail ("a command (-- COMMAND) cannot be sent to a server: its profile sets it");
   if (cli->config_file)
     return cli_fail ("--config cannot be sent to a server: its profiles set the configuration");
+  const char *session = NULL;
   for (size_t i = 0; i < cli->nsettings; i++)
     if (strcmp (cli->settings[i].key, "inputs") == 0
         || strcmp (cli->settings[i].key, "output-dir") == 0)
       return cli_fail ("--%s cannot be sent to a server: it names files on this machine",
                        strcmp (cli->settings[i].key, "inputs") == 0 ? "input" : "output-dir");
+    else if (strcmp (cli->settings[i].key, "session") == 0)
+      session = cli->settings[i].value;
   cleanup_free char *token = NULL;
   if (cli_extra (cli, OPT_TOKEN_FILE)
       && read_token_file (cli_extra (cli, OPT_TOKEN_FILE), &token) != 0)
@@ -350,14 +353,8 @@ run_on_server (const struct cli *cli, const char *code, size_t len)
   char why[512];
   /* Plain output streams: printed as the program writes it. */
   bool stream = !cli->json && !cli->text;
-  /* The session in a header too, where a well-formed one (the server
-   * refuses any other from the body). */
-  const char *session = NULL;
-  for (size_t i = 0; i < cli->nsettings; i++)
-    if (strcmp (cli->settings[i].key, "session") == 0)
-      session = cli->settings[i].value;
-  if (session && !nsbox_session_valid (session))
-    session = NULL;
+  /* The session goes in a header too (nsbox_client_stream_run takes only a
+   * well-formed one; the server refuses any other from the body). */
   if (nsbox_client_stream_run (cli_extra (cli, OPT_SERVER), token, session, body, strlen (body),
                                stream ? print_line : NULL, NULL, &status, &answer, &answer_len, why,
                                sizeof why)
