@@ -7,8 +7,8 @@ starts them), against one node alone, in the same run.
               `pass` in one live sandbox, each p50 through HAProxy against
               the same request sent straight to its node, interleaved pair by
               pair on kept-alive connections. Target: added <= 0.3 ms p50.
-  throughput: N runs of `pass` at concurrency 8 through HAProxy to the three
-              nodes, against N runs at concurrency 8 straight to one node
+  throughput: N runs of `print(i * i)` at concurrency 8 through HAProxy to the
+              three nodes, against N runs at concurrency 8 straight to one node
               (the same options: --max-concurrent 2, a pool of 2). On a
               2-core machine every node shares the same two cores: this
               measures the fleet's overhead, not scale-out.
@@ -19,7 +19,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -93,38 +92,19 @@ def measure(fleet_lib, fleet, n: int) -> int:
     runs = max(n * 10, 300)
 
     def throughput(make_http) -> float:
-        todo = iter(range(runs))
-        lock = threading.Lock()
-        bad = []
-
-        def worker():
-            h = make_http()
-            while True:
-                with lock:
-                    i = next(todo, None)
-                if i is None:
-                    h.close()
-                    return
-                r = h.request("POST", "/v1/runs", {"code": "pass"})
-                if r.status != 200:
-                    with lock:
-                        bad.append(r.status)
-
-        threads = [threading.Thread(target=worker) for _ in range(8)]
         began = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        done, joiner = fleet_lib.loader(make_http, runs, 8)
+        joiner.join()
         elapsed = time.perf_counter() - began
-        assert not bad, bad
+        bad = [(i, a.status) for i, a in done if not fleet_lib.correct(i, a)]
+        assert len(done) == runs and not bad, bad[:5]
         return runs / elapsed
 
     one = throughput(node.http)
     three = throughput(fleet.http)
     one_again = throughput(node.http)
     base = (one + one_again) / 2
-    print(f"fleet: {runs} runs of pass at concurrency 8 ({os.cpu_count()} cores shared by every node)")
+    print(f"fleet: {runs} runs of print(i * i) at concurrency 8 ({os.cpu_count()} cores shared by every node)")
     print(f"  one node, direct:          {base:7.1f} runs/s ({one:.1f}, then {one_again:.1f})")
     print(f"  three nodes, via HAProxy:  {three:7.1f} runs/s  ratio {three / base:.2f}")
     return 0

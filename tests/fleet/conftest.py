@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -135,6 +136,53 @@ class Http:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+def loader(
+    make_http: Callable[[], Http], n: int, concurrency: int
+) -> Tuple[List[Tuple[int, Answer]], threading.Thread]:
+    """n single runs, `concurrency` at a time, each on a connection of
+    make_http's (through HAProxy, or straight to a node), in the
+    background: each prints a number of its own (correct() checks it);
+    (i, answer) as they end, and the thread that ends when all have."""
+    done: List[Tuple[int, Answer]] = []
+    lock = threading.Lock()
+    todo = iter(range(n))
+
+    def worker() -> None:
+        http = make_http()
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                http.close()
+                return
+            try:
+                a = http.request("POST", "/v1/runs", {"code": f"print({i} * {i})"})
+            except OSError as e:
+                a = Answer(0, {}, repr(e).encode())
+                http.close()
+            with lock:
+                done.append((i, a))
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+
+    def join() -> None:
+        for t in threads:
+            t.join()
+
+    joiner = threading.Thread(target=join)
+    joiner.start()
+    return done, joiner
+
+
+def correct(i: int, a: Answer) -> bool:
+    if a.status != 200:
+        return False
+    r = a.json()
+    return r.get("exit_code") == 0 and r.get("stdout") == f"{i * i}\n"
 
 
 def descendants(pid: int) -> List[Tuple[int, str]]:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from conftest import (
-    HEALTH_INTERVAL_S, NODES, NSBOX_BIN, QUOTA_PER_MINUTE, Answer, Fleet, Http, alive, descendants, scaled, wait_until,
+    HEALTH_INTERVAL_S, NODES, NSBOX_BIN, QUOTA_PER_MINUTE, Answer, Fleet, Http, alive, correct, descendants, loader,
+    scaled, wait_until,
 )
 
 
@@ -23,52 +24,9 @@ def run(http: Http, code: str, headers: Optional[Dict[str, str]] = None, profile
     return http.request("POST", "/v1/runs", {"code": code, "profile": profile}, headers)
 
 
-def loader(fleet: Fleet, n: int, concurrency: int) -> Tuple[List[Tuple[int, Answer]], "threading.Thread"]:
-    """n single runs through HAProxy, `concurrency` at a time, in the
-    background: each prints a number of its own; (i, answer) as they end."""
-    done: List[Tuple[int, Answer]] = []
-    lock = threading.Lock()
-    todo = iter(range(n))
-
-    def worker() -> None:
-        http = fleet.http()
-        while True:
-            with lock:
-                i = next(todo, None)
-            if i is None:
-                http.close()
-                return
-            try:
-                a = run(http, f"print({i} * {i})")
-            except OSError as e:
-                a = Answer(0, {}, repr(e).encode())
-                http.close()
-            with lock:
-                done.append((i, a))
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for t in threads:
-        t.start()
-
-    def join() -> None:
-        for t in threads:
-            t.join()
-
-    joiner = threading.Thread(target=join)
-    joiner.start()
-    return done, joiner
-
-
-def correct(i: int, a: Answer) -> bool:
-    if a.status != 200:
-        return False
-    r = a.json()
-    return r.get("exit_code") == 0 and r.get("stdout") == f"{i * i}\n"
-
-
 def test_single_runs_are_spread_over_every_node(fleet: Fleet) -> None:
     before = {n: fleet.nodes[n].runs_answered() for n in NODES}
-    done, joiner = loader(fleet, 300, 8)
+    done, joiner = loader(fleet.http, 300, 8)
     joiner.join(timeout=scaled(300))
     assert not joiner.is_alive(), "300 runs did not end"
     assert len(done) == 300
@@ -275,7 +233,7 @@ def test_a_drained_node_loses_no_run(fleet: Fleet) -> None:
     probe = node.http(token=False)
     a = probe.request("GET", "/v1/health")
     assert a.status == 200 and a.json() == {"status": "ok", "node": "nsbox-1", "draining": False}, a.body
-    done, joiner = loader(fleet, 200, 8)
+    done, joiner = loader(fleet.http, 200, 8)
     assert wait_until(lambda: len(done) >= 40, scaled(120))
     node.proc.send_signal(signal.SIGTERM)
     # Until the signal is taken, the node still says ok.
@@ -311,7 +269,7 @@ def test_a_killed_node_takes_only_itself_down(fleet: Fleet) -> None:
     assert http.request("POST", f"/v1/sandboxes/{sid}/runs", {"code": "z = 1"}).status == 200
     tree = descendants(node.proc.pid)
     assert tree, "the node has no sandbox processes to lose"
-    done, joiner = loader(fleet, 200, 8)
+    done, joiner = loader(fleet.http, 200, 8)
     assert wait_until(lambda: len(done) >= 40, scaled(120))
     killed_at = time.monotonic()
     with_node_3 = len(done)
@@ -352,7 +310,7 @@ def test_restarted_nodes_rejoin(fleet: Fleet) -> None:
         fleet.nodes[name].start()
     assert wait_until(lambda: fleet.haproxy is not None and all(fleet.haproxy.state(n) == "UP" for n in NODES), scaled(15))
     before = {n: fleet.nodes[n].runs_answered() for n in NODES}
-    done, joiner = loader(fleet, 60, 6)
+    done, joiner = loader(fleet.http, 60, 6)
     joiner.join(timeout=scaled(120))
     assert all(correct(i, a) for i, a in done) and len(done) == 60
     served = {n: fleet.nodes[n].runs_answered() - before[n] for n in NODES}
